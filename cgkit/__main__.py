@@ -1,0 +1,3 @@
+from cgkit.cli import main
+
+main()
