@@ -15,7 +15,7 @@ BUNDLE_PARTS = ("SKILL.md", "references", "recipes")
 def bundle_root() -> Path:
     """The folder that holds SKILL.md, references/ and recipes/."""
     for candidate in (_PACKAGE_DIR / "_bundle", _PACKAGE_DIR.parent):
-        if (candidate / "recipes").is_dir() and (candidate / "SKILL.md").is_file():
+        if (candidate / "recipes").is_dir():
             return candidate
     raise FileNotFoundError(
         f"cgkit's bundle (SKILL.md, references/, recipes/) is missing next to {_PACKAGE_DIR}; "

@@ -5,12 +5,14 @@ Each command is a thin layer over an importable module; nothing here imports tor
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import click
 
 from cgkit import __version__, recipes
+from cgkit import smoke as smoke_lib
 from cgkit.errors import CgkitError
 
 _HELP = """CUDA Graphs for PyTorch workloads.
@@ -98,7 +100,157 @@ def scaffold(output: Path | None, force: bool, list_workflows: bool, workflow: s
         _fail(str(exc))
 
 
+@main.command()
+@click.argument("recipe", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@scaffold_options
+@click.option("--compare", is_flag=True, help="Run compile, callables and manual on one model and recommend one.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.option("--timeout", default=900.0, show_default=True, metavar="S", help="Seconds before a run is stopped.")
+@click.option("--nproc", type=click.IntRange(min=1), metavar="N", help="Processes per node for torchrun (DDP recipes; default 1).")
+def smoke(recipe: Path | None, compare: bool, as_json: bool, timeout: float, nproc: int | None,
+          workflow: str | None, **values) -> None:
+    """Run a recipe on the GPU and report: captured? same results as eager? how much faster?
+
+    Exit status: 0 captured and correct, 1 ran but did not capture or did not match,
+    2 usage error or no CUDA device.
+
+    \b
+    Examples:
+      cgkit smoke graphed.py
+      cgkit smoke --workflow manual --mode training --json
+      cgkit smoke --compare --model my_model.py:build --inputs my_model.py:example_batch
+    """
+    chosen = [name for name, on in (("a RECIPE file", recipe), ("--workflow", workflow), ("--compare", compare)) if on]
+    if len(chosen) != 1:
+        _fail("give exactly one of: a RECIPE file, --workflow NAME, or --compare")
+    try:
+        if compare:
+            allowed = {"model", "inputs", "mode"}
+            extra = [recipes.option_flag(k) for k, v in values.items() if v not in (None, False) and k not in allowed]
+            if extra:
+                _fail(f"--compare takes only --model, --inputs and --mode (not {', '.join(extra)})")
+            comparison = smoke_lib.compare(values["model"], values["inputs"], values["mode"], timeout=timeout)
+            click.echo(json.dumps(comparison.as_dict()) if as_json else smoke_lib.format_comparison(comparison))
+            sys.exit(0 if comparison.recommended else 1)
+        if recipe is not None:
+            if any(v not in (None, False) for v in values.values()):
+                _fail("scaffold options go with --workflow, not with a RECIPE file")
+            result = smoke_lib.run_recipe(recipe, timeout=timeout, nproc=nproc)
+        else:
+            result = smoke_lib.run_workflow(_scaffold_opts(workflow, **values), timeout=timeout, nproc=nproc)
+    except smoke_lib.NoGPU as exc:
+        click.echo(f"cgkit smoke: {exc}", err=True)
+        sys.exit(2)
+    except CgkitError as exc:
+        _fail(str(exc))
+    click.echo(json.dumps(result.as_dict()) if as_json else smoke_lib.format_result(result))
+    sys.exit(0 if result.verdict == smoke_lib.PASSED else 1)
+
+
 def _run_hint(opts: recipes.ScaffoldOptions, output: Path) -> str:
     if opts.ddp:
         return f"torchrun --nproc_per_node=NGPUS {output}"
     return f"cgkit smoke {output}"
+
+
+# ---------------------------------------------------------------------------- explain, skill
+
+
+@main.command()
+@click.argument("error", required=False, metavar="[ERROR_TEXT | LOG_FILE | -]")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for tools).")
+@click.option("--list", "list_entries", is_flag=True, help="List every error cgkit recognises and exit.")
+def explain(error: str | None, as_json: bool, list_entries: bool) -> None:
+    """Explain a CUDA-graph error: its cause, the fix, and the reference section.
+
+    ERROR_TEXT is the message itself, a path to a log file, or `-` (or nothing) to read stdin.
+    Exit status: 0 recognised, 1 not recognised (the general checklist is printed), 2 usage error.
+
+    \b
+    Examples:
+      cgkit explain "CUDA error: operation not permitted when stream is capturing"
+      cgkit explain train.log --json
+      python train.py 2>&1 | cgkit explain
+      cgkit explain --list
+    """
+    from cgkit import explain as explain_lib
+    from cgkit.knowledge import ENTRIES
+
+    if list_entries:
+        if error is not None:
+            _fail("--list takes no ERROR_TEXT")
+        if as_json:
+            click.echo(json.dumps([{"id": e.id, "title": e.title, "reference": explain_lib.reference(e)} for e in ENTRIES]))
+        else:
+            width = max(len(e.id) for e in ENTRIES)
+            for e in ENTRIES:
+                click.echo(f"{e.id:<{width}}  {e.title}")
+        return
+    if error is None or error == "-":
+        if error is None and sys.stdin.isatty():
+            _fail('give the error text, a log file, or pipe the log in (see `cgkit explain --help`)')
+        text = sys.stdin.read()
+    elif "\n" not in error and len(error) < 4096 and Path(error).is_file():
+        text = Path(error).read_text(errors="replace")
+    else:
+        text = error
+    if not text.strip():
+        _fail("the error text is empty")
+    diagnoses = explain_lib.diagnose(text)
+    if as_json:
+        click.echo(json.dumps(explain_lib.as_json(diagnoses)))
+    else:
+        click.echo(explain_lib.format_text(diagnoses), nl=False)
+    sys.exit(0 if diagnoses else 1)
+
+
+@main.group(cls=_Group)
+def skill() -> None:
+    """Install the cgkit skill (SKILL.md, references/, recipes/) for an AI coding assistant.
+
+    \b
+    Examples:
+      cgkit skill install                      # into ~/.claude/skills/cgkit
+      cgkit skill install --dest .claude/skills --force
+      cgkit skill path
+    """
+
+
+@skill.command("install")
+@click.option(
+    "--dest",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The assistant's skills folder (default: ~/.claude/skills); the skill goes to DEST/cgkit.",
+)
+@click.option("--force", is_flag=True, help="Replace an earlier install of the skill.")
+def skill_install(dest: Path | None, force: bool) -> None:
+    """Copy the skill bundle to DEST/cgkit (refuses to overwrite without --force).
+
+    \b
+    Examples:
+      cgkit skill install
+      cgkit skill install --dest ./.claude/skills     # a project-level skills folder
+    """
+    from cgkit import skill as skill_lib
+
+    try:
+        target = skill_lib.install(dest, force=force)
+    except CgkitError as exc:
+        _fail(str(exc))
+    click.echo(f"installed the cgkit skill in {target}")
+
+
+@skill.command("path")
+def skill_path() -> None:
+    """Print the folder that holds this cgkit's skill bundle (SKILL.md, references/, recipes/).
+
+    \b
+    Example:
+      cgkit skill path
+    """
+    from cgkit.bundle import bundle_root
+
+    try:
+        click.echo(str(bundle_root()))
+    except FileNotFoundError as exc:
+        raise click.ClickException(str(exc)) from None

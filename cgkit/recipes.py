@@ -143,9 +143,13 @@ def plan(opts: ScaffoldOptions) -> dict:
             "whose step() reads found-inf on the CPU (a sync that breaks capture). Use --amp bf16, "
             "or --workflow callables, which keeps the optimizer (and GradScaler) eager."
         )
-    if opts.ddp and amp == "fp16":
-        raise CgkitError("--ddp with --amp fp16 is not supported; use --amp bf16")
+    elif training and amp == "fp16":
+        raise CgkitError(
+            "--amp fp16 is for inference here: fp16 training needs GradScaler's dynamic loss scaling, "
+            "which cgkit's recipes do not generate. Use --amp bf16 (no loss scaling needed)."
+        )
 
+    buckets = _parse_buckets(opts.buckets) if opts.buckets else None
     sources = {
         "model": _source(opts.model, "--model", opts.output),
         "inputs": _source(opts.inputs, "--inputs", opts.output),
@@ -153,20 +157,26 @@ def plan(opts: ScaffoldOptions) -> dict:
     }
     return {
         "version": __version__,
-        "command": scaffold_command(opts),
+        "command_lines": _wrap_command(scaffold_command(opts)),
+        "imports": _imports(wf, sources, bool(opts.ddp)),
         "workflow": wf.name,
         "summary": wf.summary,
         "mode": mode,
         "training": training,
+        "captures": wf.captures,
+        "verify_template": _verify_template(wf, training),
         **sources,
         "uses_file_refs": any(s is not None and s["kind"] == "file" for s in sources.values()),
+        "refs_relative": opts.output is not None,
         "amp": _amp_context(amp),
         "optimizer": _optimizer_context(optimizer) if training else None,
         "ddp": bool(opts.ddp),
-        "buckets": _parse_buckets(opts.buckets) if opts.buckets else None,
+        "buckets": buckets,
+        "buckets_literal": repr(tuple(buckets)) if buckets else None,
         "layers": _parse_layers(opts.layers) if opts.layers else None,
-        # PyTorch documents 11 eager warm-up iterations for DDP before capture; 3 otherwise.
-        "warmup_iters": 11 if opts.ddp else 3,
+        # PyTorch documents 11 eager warm-up iterations before capturing a DDP model; the
+        # callables recipe graphs before wrapping in DDP, so 3 is enough there.
+        "warmup_iters": 11 if opts.ddp and wf.name == "manual" else 3,
         "launcher": "torchrun" if opts.ddp else "python",
         **opts.extra,
     }
@@ -214,6 +224,54 @@ def scaffold_command(opts: ScaffoldOptions) -> str:
     return shlex.join(parts)
 
 
+def _wrap_command(command: str, width: int = 88) -> list[str]:
+    """Split a command line into lines of at most ``width`` characters, between options."""
+    lines, current = [], ""
+    for word in _option_groups(shlex.split(command)):
+        if current and len(current) + 1 + len(word) > width:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}" if current else word
+    return [*lines, current]
+
+
+def _option_groups(words: list[str]) -> list[str]:
+    """Shell-quoted words, with each option kept on one line with its value."""
+    groups: list[str] = []
+    for word in words:
+        if groups and groups[-1].startswith("--") and " " not in groups[-1] and not word.startswith("--"):
+            groups[-1] += " " + shlex.quote(word)
+        else:
+            groups.append(shlex.quote(word))
+    return groups
+
+
+def _imports(wf: Workflow, sources: dict, ddp: bool) -> dict[str, list[str]]:
+    """The script's import lines, grouped and ordered as isort/ruff expect."""
+    file_refs = any(s is not None and s["kind"] == "file" for s in sources.values())
+    stdlib = ["json", "statistics", "sys", "traceback"]
+    stdlib += ["copy"] if wf.captures else []
+    stdlib += ["importlib.util"] if file_refs else []
+    stdlib += ["logging"] if wf.name == "compile" else []
+    stdlib += ["os"] if ddp else []
+    third = ["torch"] + (["torch.distributed as dist"] if ddp else [])
+    froms = [("pathlib", "Path")] if file_refs else []
+    third_froms = [("torch.nn.parallel", "DistributedDataParallel")] if ddp else []
+    user_froms = []  # the user's own modules: a first-party section of their own
+    for alias, source in (("build_model", sources["model"]), ("build_inputs", sources["inputs"]),
+                          ("loss_fn", sources["loss"])):
+        if source and source["kind"] == "module":
+            name = source["name"] if source["name"] == alias else f"{source['name']} as {alias}"
+            user_froms.append((source["module"], name))
+    return {
+        "stdlib": [f"import {m}" for m in sorted(stdlib)] + [f"from {m} import {n}" for m, n in sorted(froms)],
+        "third_party": [f"import {m}" for m in sorted(third)]
+        + [f"from {m} import {n}" for m, n in sorted(third_froms)],
+        "first_party": [f"from {m} import {n}" for m, n in sorted(user_froms)],
+    }
+
+
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(recipes_dir())),
@@ -224,13 +282,30 @@ def _environment() -> jinja2.Environment:
     )
 
 
+_SECTION = "# --- "
+_SECTION_WIDTH = 100
+
+
 def _tidy(text: str) -> str:
-    """Collapse the blank-line runs that conditional blocks leave behind (at most two in a row)."""
-    lines, blank = [], 0
+    """Even out what conditional blocks leave behind.
+
+    Blank-line runs are cut to two; a ``# --- Section`` comment is padded to a fixed width and
+    sits directly on the code it introduces.
+    """
+    lines: list[str] = []
+    blank = 0
     for line in text.splitlines():
-        blank = blank + 1 if not line.strip() else 0
-        if blank <= 2:
-            lines.append(line.rstrip())
+        line = line.rstrip()
+        if not line:
+            blank += 1
+            if blank > 2 or (lines and lines[-1].startswith(_SECTION)):
+                continue
+        else:
+            blank = 0
+            if line.startswith(_SECTION):
+                title = line[len(_SECTION):].rstrip("- ")
+                line = f"{_SECTION}{title} ".ljust(_SECTION_WIDTH, "-")
+        lines.append(line)
     return "\n".join(lines).strip("\n") + "\n"
 
 
@@ -246,6 +321,12 @@ def _source(text: str | None, role: str, output: Path | None) -> dict | None:
         path = Path(os.path.relpath(ref.path, output.resolve().parent)).as_posix()
         return {"kind": "file", "path": path, "relative": True, "name": ref.name, "text": ref.text}
     return {"kind": "file", "path": str(ref.path), "relative": False, "name": ref.name, "text": ref.text}
+
+
+def _verify_template(wf: Workflow, training: bool) -> str:
+    if not wf.captures:
+        return "_shared/verify_profile.py.j2"
+    return "_shared/verify_training.py.j2" if training else "_shared/verify_inference.py.j2"
 
 
 def _amp_context(amp: str) -> dict | None:

@@ -1,0 +1,69 @@
+"""Benchmark workloads: the two launch-bound models of shared/anchors, plus demo-size variants.
+
+Each NAME has NAME_model() and NAME_inputs() factories, the shape cgkit's --model/--inputs expect.
+"""
+
+import torch
+from torch import nn
+
+
+# The anchors' MLP: 16 x (Linear(512) + ReLU), batch 8.
+def mlp16x512_b8_model():
+    return nn.Sequential(*[m for _ in range(16) for m in (nn.Linear(512, 512), nn.ReLU())])
+
+
+def mlp16x512_b8_inputs():
+    return (torch.randn(8, 512),)
+
+
+class Block(nn.Module):
+    """The anchors' transformer block: pre-norm attention (nn.MultiheadAttention) and MLP."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x):
+        y = self.ln1(x)
+        x = x + self.attn(y, y, y, need_weights=False)[0]
+        return x + self.mlp(self.ln2(x))
+
+
+# The anchors' small transformer: 6 blocks of width 512, batch 1, sequence 64.
+def gpt6x512_b1s64_model():
+    return nn.Sequential(*[Block(512, 8) for _ in range(6)])
+
+
+def gpt6x512_b1s64_inputs():
+    return (torch.randn(1, 64, 512),)
+
+
+def _mlp(width, depth):
+    return nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(width, width), nn.GELU())])
+
+
+# Candidate sizes for cgkit's built-in demo (DemoMLP is width 1024, depth 16, batch 32).
+def demo_w1024_b32_model():
+    return _mlp(1024, 16)
+
+
+def demo_w1024_b32_inputs():
+    return (torch.randn(32, 1024),)
+
+
+def demo_w2048_b64_model():
+    return _mlp(2048, 16)
+
+
+def demo_w2048_b64_inputs():
+    return (torch.randn(64, 2048),)
+
+
+def demo_w512_b32_model():
+    return _mlp(512, 32)
+
+
+def demo_w512_b32_inputs():
+    return (torch.randn(32, 512),)

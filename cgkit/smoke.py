@@ -1,0 +1,257 @@
+"""Run a generated recipe on the GPU and read its report: captured, correct, faster, at what cost.
+
+The recipe runs in a child process (plain ``python``, or ``torchrun`` for DDP recipes); this
+module never imports torch itself. A recipe prints one JSON line as its report; :func:`run_recipe`
+finds it, and :func:`explain_failure` turns an error into a cause and a fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cgkit import recipes
+from cgkit.errors import CgkitError
+
+PASSED, FAILED = "passed", "failed"
+_RECIPE_TAG = re.compile(r"^# cgkit-recipe: (.*)$", re.MULTILINE)
+# The compared approaches, in the order of the table; eager comes from the manual recipe's report.
+COMPARED_WORKFLOWS = ("compile", "callables", "manual")
+
+
+class NoGPU(CgkitError):
+    """No CUDA device (or no torch) where the recipe would run: smoke exits with status 2."""
+
+
+@dataclass
+class SmokeResult:
+    path: Path
+    report: dict | None
+    returncode: int
+    output_tail: str = ""
+    diagnoses: list = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        if self.report is None:
+            return FAILED
+        if self.report.get("workflow") == "profile":
+            return PASSED if self.report.get("error") is None else FAILED
+        return PASSED if self.report.get("captured") and self.report.get("correct") else FAILED
+
+    def as_dict(self) -> dict:
+        data = dict(self.report or {"error": "the recipe printed no report", "output_tail": self.output_tail})
+        data["verdict"] = self.verdict
+        data["returncode"] = self.returncode
+        if self.diagnoses:
+            data["diagnosis"] = [
+                {"id": d.id, "title": d.title, "cause": d.cause, "fix": d.fix, "reference": d.reference}
+                for d in self.diagnoses
+            ]
+        return data
+
+
+def recipe_tags(path: Path) -> dict[str, str]:
+    """The ``# cgkit-recipe: key=value ...`` line a rendered recipe carries (empty if none)."""
+    try:
+        match = _RECIPE_TAG.search(path.read_text(errors="replace")[:20000])
+    except OSError as exc:
+        raise CgkitError(f"cannot read {path}: {exc}") from None
+    return dict(item.split("=", 1) for item in match.group(1).split() if "=" in item) if match else {}
+
+
+def require_gpu(python: str = sys.executable) -> str:
+    """Check that the recipe's interpreter has torch and sees a CUDA device; return the GPU name."""
+    probe = "import json, torch; print(json.dumps([torch.cuda.is_available(), torch.__version__]))"
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NoGPU(f"could not start {python} to look for a GPU: {exc}") from None
+    if done.returncode != 0:
+        if "No module named 'torch'" in done.stderr:
+            raise NoGPU(f"torch is not installed for {python}; cgkit smoke runs recipes on a CUDA GPU")
+        raise NoGPU(f"importing torch failed: {done.stderr.strip().splitlines()[-1:]}")
+    available, version = json.loads(done.stdout.strip().splitlines()[-1])
+    if not available:
+        raise NoGPU(
+            f"no CUDA device is visible (torch {version}); cgkit smoke needs an NVIDIA GPU. "
+            "`cgkit scaffold` and `cgkit check` work without one."
+        )
+    return version
+
+
+def launch_command(path: Path, nproc: int | None, python: str = sys.executable) -> list[str]:
+    """``python FILE``, or torchrun for recipes tagged ``launcher=torchrun``."""
+    if recipe_tags(path).get("launcher") == "torchrun" or nproc:
+        return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc or 1}", str(path)]
+    return [python, str(path)]
+
+
+def run_recipe(path: Path, timeout: float = 900, nproc: int | None = None, python: str = sys.executable) -> SmokeResult:
+    """Run one recipe and collect its report. Raises :class:`NoGPU` when there is no GPU."""
+    path = Path(path)
+    if not path.is_file():
+        raise CgkitError(f"no such recipe file: {path}")
+    require_gpu(python)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    try:
+        done = subprocess.run(
+            launch_command(path, nproc, python), capture_output=True, text=True, timeout=timeout, env=env
+        )
+    except subprocess.TimeoutExpired as exc:
+        tail = _tail((exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or "")
+        result = SmokeResult(path, None, 124, tail)
+        result.report = {"workflow": recipe_tags(path).get("workflow"), "captured": False, "correct": False,
+                         "error": f"timed out after {timeout:g} s"}
+        return result
+    report = find_report(done.stdout)
+    result = SmokeResult(path, report, done.returncode, _tail(done.stdout + done.stderr))
+    if result.verdict == FAILED:
+        result.diagnoses = explain_failure(report, result.output_tail)
+    return result
+
+
+def find_report(stdout: str) -> dict | None:
+    """The last stdout line that is a JSON object with a ``workflow`` key."""
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and "workflow" in data:
+                return data
+    return None
+
+
+def explain_failure(report: dict | None, output_tail: str) -> list:
+    """Cause and fix for a failed run, from the same knowledge base as ``cgkit explain``."""
+    from cgkit import explain
+
+    text = "\n".join(filter(None, [(report or {}).get("error"), (report or {}).get("traceback"), output_tail]))
+    return explain.diagnose(text) if text else []
+
+
+def run_workflow(opts: recipes.ScaffoldOptions, timeout: float = 900, nproc: int | None = None,
+                 keep: Path | None = None) -> SmokeResult:
+    """Render a workflow to a temporary file (or ``keep``) and run it."""
+    with tempfile.TemporaryDirectory(prefix="cgkit-smoke-") as tmp:
+        path = keep or Path(tmp) / f"{opts.workflow}_{opts.mode or 'default'}.py"
+        recipes.write(opts, path, force=True)
+        return run_recipe(path, timeout=timeout, nproc=nproc)
+
+
+@dataclass
+class Comparison:
+    results: dict[str, SmokeResult]
+
+    @property
+    def eager_ms(self) -> float | None:
+        for result in self.results.values():
+            if result.report and result.report.get("eager_ms"):
+                return result.report["eager_ms"]
+        return None
+
+    @property
+    def recommended(self) -> str | None:
+        """The fastest approach that captured and matched eager."""
+        passing = {name: r.report["graphed_ms"] for name, r in self.results.items()
+                   if r.verdict == PASSED and r.report.get("graphed_ms")}
+        return min(passing, key=passing.get) if passing else None
+
+    def as_dict(self) -> dict:
+        return {"eager_ms": self.eager_ms, "recommended": self.recommended,
+                "results": {name: r.as_dict() for name, r in self.results.items()}}
+
+
+def compare(model: str | None, inputs: str | None, mode: str | None, timeout: float = 900) -> Comparison:
+    """Run compile, callables and manual on the same model and inputs, one after another."""
+    require_gpu()
+    results = {}
+    for name in COMPARED_WORKFLOWS:
+        opts = recipes.ScaffoldOptions(workflow=name, mode=mode or "inference", model=model, inputs=inputs)
+        recipes.plan(opts)  # bad options fail before anything runs
+        results[name] = run_workflow(opts, timeout=timeout)
+    return Comparison(results)
+
+
+def format_result(result: SmokeResult) -> str:
+    """A short readable summary of one run."""
+    r = result.report or {}
+    head = f"cgkit smoke: {r.get('workflow', '?')} ({r.get('mode', '?')}) - {result.path.name}"
+    if r.get("gpu"):
+        head += f" on {r['gpu']}, torch {r.get('torch')}"
+    rows = [head]
+
+    def row(label, value):
+        rows.append(f"  {label:<16}{value}")
+
+    if r.get("workflow") == "profile":
+        for key in ("kernels_per_step", "kernel_floor_ms", "eager_ms", "gpu_idle_fraction", "speedup_bound", "advice"):
+            if r.get(key) is not None:
+                row(key.replace("_", " "), r[key])
+    else:
+        row("captured", _yes(r.get("captured")))
+        if r.get("captured"):
+            row("correct", f"{_yes(r.get('correct'))}  (max |diff| {r.get('max_abs_diff')}, "
+                           f"{r.get('replays_checked')} replays checked)")
+        if r.get("graphed_ms"):
+            row("eager", f"{r['eager_ms']:.4f} ms/step")
+            floor = r.get("kernel_floor_ms")
+            row("graphed", f"{r['graphed_ms']:.4f} ms/step  ({r['speedup']}x faster"
+                           + (f"; {r.get('graphed_over_floor')}x the kernel-time floor of {floor:.4f} ms)" if floor else ")"))
+            row("graph memory", f"{r.get('graph_memory_mb')} MB")
+            row("graph launches", f"{r.get('graph_launches_per_step')} per step")
+        if r.get("cudagraph_skips") is not None:
+            row("cudagraph skips", f"{r['cudagraph_skips']}" + "".join(f"\n{'':18}{x}" for x in r.get("cudagraph_skip_reasons", [])))
+        if r.get("ranks_agree") is not None:
+            row("ranks agree", f"{_yes(r['ranks_agree'])} (world size {r.get('world_size')})")
+    if r.get("error") or result.report is None:
+        row("error", r.get("error") or "the recipe printed no report")
+        if r.get("stage"):
+            row("failed while", r["stage"])
+        for d in result.diagnoses[:1]:
+            row("cause", d.cause)
+            row("fix", d.fix)
+            row("see", f"{d.reference}  (cgkit explain for more)")
+        if result.report is None and result.output_tail:
+            rows.append("  output:\n" + "\n".join("    " + line for line in result.output_tail.splitlines()[-15:]))
+    rows.append(result.verdict.upper())
+    return "\n".join(rows)
+
+
+def format_comparison(comparison: Comparison) -> str:
+    header = f"{'approach':<10} {'captured':<9} {'correct':<8} {'ms/step':>9} {'speedup':>8} {'memory MB':>10}"
+    lines = [header, "-" * len(header)]
+    if comparison.eager_ms:
+        lines.append(f"{'eager':<10} {'-':<9} {'-':<8} {comparison.eager_ms:>9.4f} {1.0:>7.2f}x {'-':>10}")
+    for name, result in comparison.results.items():
+        r = result.report or {}
+        ms = r.get("graphed_ms")
+        lines.append(
+            f"{name:<10} {_yes(r.get('captured')):<9} {_yes(r.get('correct')):<8} "
+            f"{(f'{ms:.4f}' if ms else '-'):>9} {(str(r.get('speedup')) + 'x') if r.get('speedup') else '-':>8} "
+            f"{str(r.get('graph_memory_mb', '-')):>10}"
+        )
+        if result.verdict == FAILED:
+            lines.append(f"{'':10} {r.get('error') or 'no report'}")
+    best = comparison.recommended
+    lines.append("")
+    lines.append(f"recommended: {best} (fastest that captured and matched eager)" if best
+                 else "recommended: none of the graphed approaches captured and matched eager")
+    return "\n".join(lines)
+
+
+def _yes(value) -> str:
+    return {True: "yes", False: "no"}.get(value, "-")
+
+
+def _tail(text: str, lines: int = 40) -> str:
+    return "\n".join(text.splitlines()[-lines:])

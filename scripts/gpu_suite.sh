@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The GPU half of cgkit's checks, run on a CUDA machine from the repository root:
+#   scripts/gpu_suite.sh [STAGE...]      stages: recipes bench check docs te (default: recipes bench)
+# Results (JSON reports, logs) go to $OUT (the device tool's output folder) or ./out.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 CGKIT_GPU_OUT=$OUT
+# Keep NVLink multicast off (shared machines): NCCL, PyTorch symmetric memory, NVSHMEM.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+python - <<'PY' | tee "$OUT/machine.json"
+import json, platform, torch
+print(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+                  "python": platform.python_version(), "gpus": torch.cuda.device_count()}))
+PY
+status=0
+for stage in "${@:-recipes bench}"; do
+  for s in $stage; do
+    echo "== stage $s"
+    case $s in
+      recipes) python -m pytest -q -m gpu tests/gpu -n "${CGKIT_JOBS:-4}" -p no:cacheprovider 2>&1 | tee "$OUT/pytest-recipes.log" || status=1 ;;
+      bench)   python benchmarks/bench_recipes.py ${CGKIT_BENCH_ARGS:-} --out "$OUT/recipes-bench.json" 2>&1 | tee "$OUT/bench.log" || status=1 ;;
+      check)   python -m pytest -q -m gpu tests/check -p no:cacheprovider 2>&1 | tee "$OUT/pytest-check.log" || status=1 ;;
+      docs)    python -m pytest -q -m gpu tests/test_docs_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-docs.log" || status=1 ;;
+      *) echo "unknown stage $s"; status=2 ;;
+    esac
+  done
+done
+# The device tool returns at most 8 files: fold the per-case reports into one JSON-lines file.
+if [ -d "$OUT/recipes" ]; then
+  for f in "$OUT"/recipes/*.json; do cat "$f"; echo; done > "$OUT/recipe-reports.jsonl" && rm -r "$OUT/recipes"
+fi
+exit $status

@@ -1,0 +1,46 @@
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = Path(__file__).resolve().parent / "models"
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if _has_cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (gpu marker); none here")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def models_dir() -> Path:
+    return MODELS
+
+
+def run_ruff(path: Path, first_party: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """ruff over a generated script: pyflakes, pycodestyle, bugbear, pyupgrade, import order.
+
+    ``first_party`` names the user's own packages (a script imports them in a section of their own).
+    """
+    config = ["--config", f"lint.isort.known-first-party = {list(first_party)!r}"] if first_party else []
+    ruff = shutil.which("ruff")
+    cmd = [ruff] if ruff else [sys.executable, "-m", "ruff"]
+    return subprocess.run(
+        [*cmd, "check", "--isolated", "--select", "E,F,W,B,UP,I", "--line-length", "110",
+         "--target-version", "py310", "--output-format", "concise", *config, str(path)],
+        capture_output=True, text=True,
+    )

@@ -1,0 +1,120 @@
+"""Every recipe through `cgkit smoke` on a real GPU (gpu marker: skipped without CUDA).
+
+Each case runs `python -m cgkit smoke --workflow ... --json` in a subprocess, as a user would, and
+checks the verdict, the exit status and the report. Reports are kept under $CGKIT_GPU_OUT/recipes
+when that variable is set (scripts/gpu_suite.sh sets it).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+GPT = MODELS / "tiny_gpt.py"
+GPT_OPTS = ["--model", f"{GPT}:build", "--inputs", f"{GPT}:example_batch"]
+GPT_LOSS = ["--loss", f"{GPT}:next_token_loss"]
+
+PASSING = {
+    "manual-inference": ["--workflow", "manual"],
+    "manual-inference-bf16": ["--workflow", "manual", "--amp", "bf16"],
+    "manual-inference-fp16": ["--workflow", "manual", "--amp", "fp16"],
+    "manual-buckets": ["--workflow", "manual", "--buckets", "1,2,4,8,16"],
+    "manual-training-adam": ["--workflow", "manual", "--mode", "training"],
+    "manual-training-sgd": ["--workflow", "manual", "--mode", "training", "--optimizer", "sgd"],
+    "manual-training-adamw-bf16": ["--workflow", "manual", "--mode", "training", "--optimizer", "adamw", "--amp", "bf16"],
+    "manual-training-ddp": ["--workflow", "manual", "--mode", "training", "--ddp"],
+    "manual-gpt-training": ["--workflow", "manual", "--mode", "training", *GPT_OPTS, *GPT_LOSS],
+    "manual-gpt-inference": ["--workflow", "manual", *GPT_OPTS],
+    "callables-training": ["--workflow", "callables"],
+    "callables-inference": ["--workflow", "callables", "--mode", "inference"],
+    "callables-layers-bf16": ["--workflow", "callables", "--layers", "model.layers", "--amp", "bf16"],
+    "callables-gpt-layers": ["--workflow", "callables", "--layers", "model.blocks", *GPT_OPTS, *GPT_LOSS],
+    "callables-training-ddp": ["--workflow", "callables", "--ddp"],
+    "compile-inference": ["--workflow", "compile"],
+    "compile-training": ["--workflow", "compile", "--mode", "training"],
+    "compile-gpt-training-bf16": ["--workflow", "compile", "--mode", "training", "--amp", "bf16", *GPT_OPTS, *GPT_LOSS],
+    "profile-inference": ["--workflow", "profile"],
+    "profile-training": ["--workflow", "profile", "--mode", "training"],
+}
+
+
+def smoke(args, name):
+    done = subprocess.run([sys.executable, "-m", "cgkit", "smoke", "--json", *args],
+                          capture_output=True, text=True, timeout=900)
+    report = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
+    out = os.environ.get("CGKIT_GPU_OUT")
+    if out:
+        folder = Path(out) / "recipes"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.json").write_text(json.dumps({"args": args, "returncode": done.returncode,
+                                                         "report": report, "stderr": done.stderr[-3000:]}))
+    return done, report
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(PASSING))
+def test_recipe_captures_matches_eager_and_is_faster(name):
+    done, report = smoke(PASSING[name], name)
+    assert done.returncode == 0, json.dumps(report, indent=1) + done.stderr[-2000:]
+    assert report["verdict"] == "passed"
+    if report["workflow"] == "profile":
+        assert report["kernels_per_step"] > 0 and report["speedup_bound"] >= 1.0
+        return
+    assert report["captured"] and report["correct"]
+    assert report["replays_checked"] >= 4
+    assert report["graph_launches_per_step"] >= 1
+    assert report["speedup"] > 1.0, report
+    if report["workflow"] == "compile":
+        assert report["cudagraph_skips"] == 0, report["cudagraph_skip_reasons"]
+    if "--ddp" in PASSING[name]:
+        assert report["ranks_agree"] and report["world_size"] >= 1
+
+
+@pytest.mark.gpu
+def test_frozen_python_branch_is_reported_as_incorrect():
+    model = MODELS / "frozen_branch.py"
+    done, report = smoke(["--workflow", "manual", "--model", f"{model}:build", "--inputs", f"{model}:example"],
+                         "frozen-branch")
+    assert done.returncode == 1
+    assert report["captured"] is True and report["correct"] is False
+    assert report["verdict"] == "failed"
+
+
+@pytest.mark.gpu
+def test_failed_capture_is_explained():
+    model = MODELS / "syncs_in_forward.py"
+    done, report = smoke(["--workflow", "manual", "--model", f"{model}:build", "--inputs", f"{model}:example"],
+                         "sync-in-forward")
+    assert done.returncode == 1
+    assert report["captured"] is False and report["stage"] == "capture"
+    assert report["error"]
+    assert report.get("diagnosis"), "smoke should say the cause and the fix"
+
+
+@pytest.mark.gpu
+def test_factory_that_raises_is_reported_not_crashed():
+    model = MODELS / "broken.py"
+    done, report = smoke(["--workflow", "manual", "--model", f"{model}:build", "--inputs", f"{model}:example"],
+                         "broken-factory")
+    assert done.returncode == 1
+    assert "broken on purpose" in report["error"] and report["stage"] == "setup"
+
+
+@pytest.mark.gpu
+def test_compare_recommends_a_correct_approach():
+    done = subprocess.run([sys.executable, "-m", "cgkit", "smoke", "--compare", "--json"],
+                          capture_output=True, text=True, timeout=1200)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    out = os.environ.get("CGKIT_GPU_OUT")
+    if out:
+        (Path(out) / "compare.json").write_text(json.dumps(result))
+    assert done.returncode == 0, done.stderr[-2000:]
+    best = result["recommended"]
+    assert best in ("compile", "callables", "manual")
+    assert result["results"][best]["correct"] is True
+    fastest = min((r["graphed_ms"], n) for n, r in result["results"].items() if r.get("verdict") == "passed")
+    assert fastest[1] == best

@@ -1,0 +1,9 @@
+"""Factories that fail, for cgkit's bad-input tests."""
+
+
+def build():
+    raise RuntimeError("this factory is broken on purpose")
+
+
+def example():
+    return ()

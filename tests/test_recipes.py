@@ -1,0 +1,181 @@
+"""Rendering: every workflow x option combination renders, compiles and passes ruff; bad input fails clearly."""
+
+import itertools
+from pathlib import Path
+
+import pytest
+from conftest import MODELS, run_ruff
+
+from cgkit import recipes
+from cgkit.errors import CgkitError
+
+GPT = f"{MODELS / 'tiny_gpt.py'}"
+
+
+def combinations():
+    """Every valid combination of the options each workflow takes (plus user-model variants)."""
+    for name, wf in recipes.WORKFLOWS.items():
+        for mode in wf.modes:
+            training = mode == "training"
+            axes = {"amp": [None, "bf16"] + ([] if training else ["fp16"])}
+            if training:
+                axes["optimizer"] = [None, "sgd", "adamw"] if "optimizer" in wf.options else [None]
+            if "ddp" in wf.options and training:
+                axes["ddp"] = [False, True]
+            if "buckets" in wf.options and not training:
+                axes["buckets"] = [None, "1,2,4,8"]
+            if "layers" in wf.options:
+                axes["layers"] = [None, "model.layers"]
+            keys = list(axes)
+            for values in itertools.product(*(axes[k] for k in keys)):
+                yield recipes.ScaffoldOptions(workflow=name, mode=mode, **dict(zip(keys, values, strict=True)))
+        user = {"model": f"{GPT}:build", "inputs": f"{GPT}:example_batch"}
+        yield recipes.ScaffoldOptions(workflow=name, mode=wf.modes[0], **user)
+        if "training" in wf.modes and "loss" in wf.options:
+            yield recipes.ScaffoldOptions(workflow=name, mode="training", loss=f"{GPT}:next_token_loss", **user)
+    yield recipes.ScaffoldOptions(workflow="manual", mode="inference", model="tests.models.tiny_gpt:build",
+                                  inputs="tests.models.tiny_gpt:example_batch")
+
+
+COMBINATIONS = list(combinations())
+
+
+def test_combinations_cover_every_workflow_and_mode():
+    seen = {(o.workflow, o.mode) for o in COMBINATIONS}
+    assert seen == {(n, m) for n, wf in recipes.WORKFLOWS.items() for m in wf.modes}
+    assert len(COMBINATIONS) > 40
+
+
+@pytest.mark.parametrize("opts", COMBINATIONS, ids=lambda o: recipes.scaffold_command(o).replace(str(MODELS), "M"))
+def test_renders_compiles_and_passes_ruff(opts, tmp_path):
+    out = tmp_path / "recipe.py"
+    recipes.write(opts, out)
+    text = out.read_text()
+    compile(text, str(out), "exec")
+    user_packages = tuple({ref.split(".")[0] for ref in (opts.model, opts.inputs) if ref and ".py:" not in ref})
+    result = run_ruff(out, first_party=user_packages)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"# cgkit-recipe: workflow={opts.workflow} mode={opts.mode}" in text
+    assert "\n\n\n\n" not in text  # no blank-line runs left by template conditionals
+
+
+def _render(**kw):
+    return recipes.render(recipes.ScaffoldOptions(**kw))
+
+
+def test_manual_inference_follows_the_checklist():
+    text = _render(workflow="manual")
+    assert "torch.cuda.Stream()" in text and "warm_up(" in text  # side-stream warm-up
+    assert "static.copy_(new)" in text  # static inputs updated in place
+    assert "clone_outputs(static_outputs)" in text  # outputs cloned before the next replay
+    assert "torch.cuda.graph(graph, stream=stream)" in text
+
+
+def test_training_recipe_uses_capturable_optimizer_and_tensor_lr():
+    text = _render(workflow="manual", mode="training", optimizer="adamw")
+    assert "torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, capturable=True)" in text
+    assert 'lr = torch.tensor(LEARNING_RATE, device="cuda")' in text
+    assert 'group["lr"].fill_(value)' in text
+    assert "zero_grad(set_to_none=True)" in text
+
+
+def test_sgd_uses_the_fused_path_that_takes_a_tensor_lr():
+    assert "fused=True" in _render(workflow="manual", mode="training", optimizer="sgd")
+
+
+def test_amp_disables_the_autocast_cache():
+    for wf in ("manual", "callables", "compile"):
+        assert "cache_enabled=False" in _render(workflow=wf, amp="bf16")
+    assert "cache_enabled" not in _render(workflow="manual")
+
+
+def test_ddp_recipe_warms_up_11_times_on_a_side_stream():
+    text = _render(workflow="manual", mode="training", ddp=True)
+    assert "WARMUP_ITERS = 11" in text
+    assert "DistributedDataParallel(model, device_ids=" in text
+    assert 'os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")' in text
+    assert "launcher=torchrun" in text
+    assert "WARMUP_ITERS = 3" in _render(workflow="manual", mode="training")
+
+
+def test_buckets_captured_largest_first_into_one_pool():
+    text = _render(workflow="manual", buckets="4,1,8,2,2")
+    assert "BUCKETS = (8, 4, 2, 1)" in text
+    assert "torch.cuda.graph_pool_handle()" in text and "pool=pool" in text
+
+
+def test_compile_marks_steps_and_counts_skips():
+    text = _render(workflow="compile", mode="training")
+    assert "torch.compiler.cudagraph_mark_step_begin()" in text
+    assert 'mode=COMPILE_MODE' in text and 'COMPILE_MODE = "reduce-overhead"' in text
+    assert "cudagraph_skip_reasons" in text
+
+
+def test_file_refs_are_relative_to_the_written_script(tmp_path):
+    out = tmp_path / "sub" / "graphed.py"
+    opts = recipes.ScaffoldOptions(workflow="manual", model=f"{GPT}:build", inputs=f"{GPT}:example_batch")
+    recipes.write(opts, out)
+    text = out.read_text()
+    assert "Path(__file__).resolve().parent / path" in text
+    rel = Path(__import__("os").path.relpath(MODELS / "tiny_gpt.py", out.parent)).as_posix()
+    assert f'load_from_file("{rel}", "build")' in text
+
+
+def test_module_refs_are_imported():
+    text = _render(workflow="manual", model="tests.models.tiny_gpt:build", inputs="tests.models.tiny_gpt:example_batch")
+    assert "from tests.models.tiny_gpt import build as build_model" in text
+    assert "from tests.models.tiny_gpt import example_batch as build_inputs" in text
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"workflow": "nope"}, "unknown workflow 'nope'"),
+        ({"workflow": "compile", "buckets": "1,2"}, "does not take --buckets"),
+        ({"workflow": "profile", "ddp": True}, "does not take --ddp"),
+        ({"workflow": "manual", "layers": "model.x"}, "does not take --layers"),
+        ({"workflow": "manual", "mode": "inference", "optimizer": "sgd"}, "--optimizer applies to --mode training only"),
+        ({"workflow": "manual", "mode": "training", "buckets": "1,2"}, "--buckets applies to --mode inference only"),
+        ({"workflow": "manual", "mode": "training", "amp": "fp16"}, "GradScaler"),
+        ({"workflow": "callables", "mode": "training", "amp": "fp16"}, "Use --amp bf16"),
+        ({"workflow": "manual", "buckets": "1,x"}, "comma-separated batch sizes"),
+        ({"workflow": "manual", "buckets": "0,2"}, "positive integers"),
+        ({"workflow": "callables", "layers": "blocks"}, "attribute path from the model"),
+        ({"workflow": "manual", "model": f"{GPT}:build"}, "--model and --inputs go together"),
+        ({"workflow": "manual", "model": "missing_file.py:build", "inputs": f"{GPT}:example_batch"}, "file not found"),
+        ({"workflow": "manual", "model": f"{GPT}:nothing_here", "inputs": f"{GPT}:example_batch"},
+         "defines no top-level 'nothing_here'"),
+        ({"workflow": "manual", "model": "no.such.module:build", "inputs": f"{GPT}:example_batch"},
+         "module 'no.such.module' not found"),
+        ({"workflow": "manual", "model": f"{GPT}", "inputs": f"{GPT}:example_batch"}, "expected path/to/file.py:name"),
+        ({"workflow": "manual", "model": f"{GPT}:1bad", "inputs": f"{GPT}:example_batch"}, "is not a Python name"),
+    ],
+)
+def test_bad_options_get_a_clear_error(kwargs, message):
+    with pytest.raises(CgkitError, match=None) as info:
+        recipes.render(recipes.ScaffoldOptions(**kwargs))
+    assert message in str(info.value)
+
+
+def test_ref_to_a_file_with_a_syntax_error(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def build(:\n")
+    with pytest.raises(CgkitError, match="syntax error in .*bad.py, line 1"):
+        recipes.render(recipes.ScaffoldOptions(workflow="manual", model=f"{bad}:build", inputs=f"{bad}:build"))
+
+
+def test_existing_output_is_not_overwritten_without_force(tmp_path):
+    out = tmp_path / "mine.py"
+    out.write_text("precious = True\n")
+    opts = recipes.ScaffoldOptions(workflow="manual")
+    with pytest.raises(CgkitError, match="already exists; pass --force"):
+        recipes.write(opts, out)
+    assert out.read_text() == "precious = True\n"
+    recipes.write(opts, out, force=True)
+    assert "torch.cuda.graph" in out.read_text()
+
+
+def test_every_workflow_template_exists_and_lists_a_summary():
+    for wf in recipes.WORKFLOWS.values():
+        assert (recipes.recipes_dir() / wf.template).is_file()
+        assert wf.summary and len(wf.summary) < 110
