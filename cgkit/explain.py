@@ -1,0 +1,219 @@
+"""Error text -> cause, fix and reference section (``cgkit explain``).
+
+The knowledge lives in :mod:`cgkit.knowledge`; this module matches it against text and renders
+``references/troubleshooting.md`` from the same records, so the two cannot drift. Torch-free.
+
+Regenerate the reference after editing the knowledge::
+
+    python -m cgkit.explain --write
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+
+from cgkit.knowledge import CHECKLIST, ENTRIES, GROUPS, Entry
+
+TROUBLESHOOTING = "references/troubleshooting.md"
+_MAX_MATCHED = 240  # characters of the matched line kept in a Diagnosis
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """One recognised error: what it is, why it happens, what to do, where to read more."""
+
+    id: str
+    title: str
+    cause: str
+    fix: str
+    reference: str  # relative path + anchor, e.g. references/troubleshooting.md#...
+    matched: str  # the line of the input that matched
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading (lowercase, punctuation dropped, spaces -> '-')."""
+    text = heading.strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def section_heading(entry: Entry) -> str:
+    """The troubleshooting.md heading of an entry: its id, then the error text it covers."""
+    return f"{entry.id}: {entry.heading}"
+
+
+def reference(entry: Entry) -> str:
+    return f"{TROUBLESHOOTING}#{github_anchor(section_heading(entry))}"
+
+
+@cache
+def _compiled() -> tuple[tuple[Entry, tuple[re.Pattern[str], ...]], ...]:
+    return tuple((e, tuple(re.compile(p, re.IGNORECASE) for p in e.patterns)) for e in ENTRIES)
+
+
+def _line_at(text: str, start: int, end: int) -> str:
+    lo = text.rfind("\n", 0, start) + 1
+    hi = text.find("\n", end)
+    line = text[lo : hi if hi != -1 else len(text)].strip()
+    if len(line) > _MAX_MATCHED:
+        # Keep the match in view: cut around it.
+        offset = max(0, start - lo - 40)
+        line = ("..." if offset else "") + line[offset : offset + _MAX_MATCHED] + "..."
+    return line
+
+
+def diagnose(text: str) -> list[Diagnosis]:
+    """Every known error found in ``text``, best match first; an empty list when none is known.
+
+    Ranking: more specific records first (a secondary error such as 901 ranks below the error
+    that caused it), then the earliest in the text. A fallback record (the generic
+    "skipping cudagraphs due to ...") only appears when no other record of its group matched.
+    """
+    found: list[tuple[Entry, int, str]] = []
+    for entry, patterns in _compiled():
+        first = None
+        for pattern in patterns:
+            match = pattern.search(text)
+            if match and (first is None or match.start() < first.start()):
+                first = match
+        if first is not None:
+            found.append((entry, first.start(), _line_at(text, first.start(), first.end())))
+    specific_groups = {e.group for e, _, _ in found if not e.fallback}
+    found = [f for f in found if not (f[0].fallback and f[0].group in specific_groups)]
+    found.sort(key=lambda f: (-f[0].rank, f[1]))
+    return [
+        Diagnosis(id=e.id, title=e.title, cause=e.cause, fix=e.fix, reference=reference(e), matched=matched)
+        for e, _, matched in found
+    ]
+
+
+def entry(entry_id: str) -> Entry:
+    for e in ENTRIES:
+        if e.id == entry_id:
+            return e
+    raise KeyError(entry_id)
+
+
+# ---------------------------------------------------------------------------- formatting
+
+
+def format_text(diagnoses: list[Diagnosis]) -> str:
+    if not diagnoses:
+        lines = [
+            "not recognised: cgkit has no entry for this error (it does not guess).",
+            "",
+            "General checklist for CUDA-graph failures:",
+        ]
+        lines += [f"  {i}. {item}" for i, item in enumerate(CHECKLIST, 1)]
+        lines += ["", f"All known errors: {TROUBLESHOOTING} (or `cgkit explain --list`)."]
+        return "\n".join(lines) + "\n"
+    out = []
+    for i, d in enumerate(diagnoses):
+        if i:
+            out.append("")
+        out += [
+            f"[{d.id}] {d.title}",
+            f"  matched: {d.matched}",
+            f"  cause:   {d.cause}",
+            f"  fix:     {d.fix}",
+            f"  read:    {d.reference}",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def as_json(diagnoses: list[Diagnosis]) -> dict:
+    return {
+        "recognised": bool(diagnoses),
+        "diagnoses": [d.to_dict() for d in diagnoses],
+        "checklist": [] if diagnoses else list(CHECKLIST),
+    }
+
+
+# ---------------------------------------------------------------------------- troubleshooting.md
+
+_PREAMBLE = """\
+# Troubleshooting CUDA graphs: error messages, causes, fixes
+
+<!-- Generated from cgkit/knowledge.py by `python -m cgkit.explain --write`. Do not edit by hand. -->
+
+Where these facts come from: every message below was read in the library source or in real
+output: PyTorch 2.13 (installed source) and 2.11 (the wheel, and runs on an H200), Transformer
+Engine 2.20.2 and Megatron-Core 0.19.2 (wheel source), the CUDA runtime's error strings, and
+public issue threads where noted. Each section says where its message comes from (**Seen in**)
+and what changed across versions (**Changed**).
+
+Use it from the command line, with the same data:
+
+```bash
+cgkit explain "CUDA error: operation not permitted when stream is capturing"
+cgkit explain train.log --json
+```
+
+Find a message here with grep: `grep -n "capturable is False" references/troubleshooting.md`.
+Each heading is `id: message`, the id being what `cgkit explain` prints.
+
+## If the error is not listed: general checklist
+"""
+
+
+def render_troubleshooting() -> str:
+    """The full text of references/troubleshooting.md."""
+    parts = [_PREAMBLE]
+    parts += [f"{i}. {item}" for i, item in enumerate(CHECKLIST, 1)]
+    parts.append("\n## Index\n")
+    for group, title in GROUPS.items():
+        ids = ", ".join(
+            f"[{e.id}](#{github_anchor(section_heading(e))})" for e in ENTRIES if e.group == group
+        )
+        parts.append(f"- **{title}**: {ids}")
+    for group, title in GROUPS.items():
+        parts.append(f"\n## {title}\n")
+        for e in (e for e in ENTRIES if e.group == group):
+            parts.append(f"### {section_heading(e)}\n")
+            parts.append(f"{e.title}\n")
+            parts.append(f"- **Cause**: {e.cause}")
+            parts.append(f"- **Fix**: {e.fix}")
+            parts.append(f"- **Seen in**: {e.seen}")
+            if e.changed:
+                parts.append(f"- **Changed**: {e.changed}")
+            if e.see:
+                links = ", ".join(f"[{_link_text(s)}]({s})" for s in e.see)
+                parts.append(f"- **Read more**: {links}")
+            parts.append("- **Example**:\n")
+            parts.append("```text")
+            parts.append(e.examples[0])
+            parts.append("```\n")
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _link_text(target: str) -> str:
+    path, _, anchor = target.partition("#")
+    return f"{path} ({anchor.replace('-', ' ')})" if anchor else path
+
+
+def _main(argv: list[str]) -> int:
+    from cgkit.bundle import bundle_root
+
+    path = Path(bundle_root()) / TROUBLESHOOTING
+    if argv[:1] == ["--write"]:
+        path.write_text(render_troubleshooting())
+        print(f"wrote {path}")
+        return 0
+    if argv[:1] == ["--check"]:
+        if not path.is_file() or path.read_text() != render_troubleshooting():
+            print(f"{path} is stale: run `python -m cgkit.explain --write`", file=sys.stderr)
+            return 1
+        return 0
+    print("usage: python -m cgkit.explain --write | --check", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))
