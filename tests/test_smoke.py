@@ -1,0 +1,95 @@
+"""smoke's logic without a GPU: reading reports, verdicts, launchers, tables, explanations."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from cgkit import recipes, smoke
+
+PASSED_REPORT = {
+    "workflow": "manual", "mode": "inference", "captured": True, "correct": True, "max_abs_diff": 0.0,
+    "eager_ms": 1.0, "graphed_ms": 0.2, "speedup": 5.0, "graph_memory_mb": 12.0, "replays_checked": 5,
+    "error": None, "kernel_floor_ms": 0.18, "graphed_over_floor": 1.11, "graph_launches_per_step": 1.0,
+    "gpu": "NVIDIA H200", "torch": "2.11.0",
+}
+
+
+def result(report, path="r.py", returncode=0):
+    return smoke.SmokeResult(Path(path), report, returncode)
+
+
+def test_find_report_takes_the_last_json_object_with_a_workflow():
+    stdout = "warming up\n{\"x\": 1}\n" + json.dumps(PASSED_REPORT) + "\nbye\n"
+    assert smoke.find_report(stdout) == PASSED_REPORT
+    assert smoke.find_report("no report here\n{broken json\n") is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "verdict"),
+    [({}, "passed"), ({"correct": False}, "failed"), ({"captured": False, "correct": False}, "failed"),
+     ({"workflow": "profile", "captured": False, "correct": False}, "passed"),
+     ({"workflow": "profile", "error": "boom"}, "failed")],
+)
+def test_verdict(changes, verdict):
+    assert result({**PASSED_REPORT, **changes}).verdict == verdict
+    assert result(None).verdict == "failed"
+
+
+def test_recipe_tags_choose_the_launcher(tmp_path):
+    plain, ddp = tmp_path / "plain.py", tmp_path / "ddp.py"
+    recipes.write(recipes.ScaffoldOptions(workflow="manual"), plain)
+    recipes.write(recipes.ScaffoldOptions(workflow="manual", mode="training", ddp=True), ddp)
+    assert smoke.recipe_tags(plain) == {"workflow": "manual", "mode": "inference", "launcher": "python"}
+    assert smoke.launch_command(plain, None, "py") == ["py", str(plain)]
+    assert smoke.launch_command(ddp, None, "py")[:5] == ["py", "-m", "torch.distributed.run", "--standalone",
+                                                        "--nproc_per_node=1"]
+    assert "--nproc_per_node=2" in smoke.launch_command(ddp, 2, "py")
+
+
+def test_format_result_shows_speed_floor_and_memory():
+    text = smoke.format_result(result(PASSED_REPORT))
+    for expected in ("captured        yes", "5.0x faster", "1.11x the kernel-time floor", "12.0 MB", "PASSED"):
+        assert expected in text
+
+
+def test_failed_capture_is_explained_with_cause_and_fix():
+    report = {**PASSED_REPORT, "captured": False, "correct": False, "stage": "capture",
+              "error": "AcceleratorError: CUDA error: operation not permitted when stream is capturing"}
+    res = result(report, returncode=1)
+    res.diagnoses = smoke.explain_failure(report, "")
+    assert res.diagnoses, "a known capture error must be recognised"
+    text = smoke.format_result(res)
+    assert "cause" in text and "fix" in text and "FAILED" in text
+    assert res.as_dict()["diagnosis"][0]["fix"]
+
+
+def test_comparison_recommends_the_fastest_correct_approach():
+    results = {
+        "compile": result({**PASSED_REPORT, "workflow": "compile", "graphed_ms": 0.15, "correct": False}),
+        "callables": result({**PASSED_REPORT, "workflow": "callables", "graphed_ms": 0.3}),
+        "manual": result({**PASSED_REPORT, "graphed_ms": 0.2}),
+    }
+    comparison = smoke.Comparison(results)
+    assert comparison.recommended == "manual"
+    table = smoke.format_comparison(comparison)
+    assert "recommended: manual" in table and table.splitlines()[2].startswith("eager")
+
+
+def test_no_torch_or_no_gpu_raises_nogpu(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(smoke.NoGPU, match="torch is not installed"):
+        smoke.require_gpu(str(fake))
+    gpuless = tmp_path / "python2"
+    gpuless.write_text(f"#!/bin/sh\n{sys.executable} -c 'print(\"[false, \\\"2.13.0+cpu\\\"]\")'\n")
+    gpuless.chmod(0o755)
+    with pytest.raises(smoke.NoGPU, match="no CUDA device is visible"):
+        smoke.require_gpu(str(gpuless))
+
+
+def test_run_recipe_rejects_a_missing_file():
+    with pytest.raises(smoke.CgkitError, match="no such recipe file"):
+        smoke.run_recipe(Path("/nonexistent/recipe.py"))
