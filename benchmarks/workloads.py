@@ -1,6 +1,8 @@
-"""Benchmark workloads: the two launch-bound models of shared/anchors, plus demo-size variants.
+"""Benchmark workloads: the two launch-bound models of the anchors, plus demo-size variants.
 
 Each NAME has NAME_model() and NAME_inputs() factories, the shape cgkit's --model/--inputs expect.
+The anchors were measured with TF32 matmuls on, so their factories turn it on too (same workload,
+same precision); cgkit's own demo model stays in full fp32.
 """
 
 import torch
@@ -8,7 +10,12 @@ from torch import nn
 
 
 # The anchors' MLP: 16 x (Linear(512) + ReLU), batch 8.
+def _anchor_precision():
+    torch.backends.cuda.matmul.allow_tf32 = True
+
+
 def mlp16x512_b8_model():
+    _anchor_precision()
     return nn.Sequential(*[m for _ in range(16) for m in (nn.Linear(512, 512), nn.ReLU())])
 
 
@@ -33,6 +40,7 @@ class Block(nn.Module):
 
 # The anchors' small transformer: 6 blocks of width 512, batch 1, sequence 64.
 def gpt6x512_b1s64_model():
+    _anchor_precision()
     return nn.Sequential(*[Block(512, 8) for _ in range(6)])
 
 
