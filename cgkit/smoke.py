@@ -93,12 +93,14 @@ def launch_command(path: Path, nproc: int | None, python: str = sys.executable) 
     return [python, str(path)]
 
 
-def run_recipe(path: Path, timeout: float = 900, nproc: int | None = None, python: str = sys.executable) -> SmokeResult:
+def run_recipe(path: Path, timeout: float = 900, nproc: int | None = None, python: str = sys.executable,
+               needs_gpu: bool = True) -> SmokeResult:
     """Run one recipe and collect its report. Raises :class:`NoGPU` when there is no GPU."""
     path = Path(path)
     if not path.is_file():
         raise CgkitError(f"no such recipe file: {path}")
-    require_gpu(python)
+    if needs_gpu:
+        require_gpu(python)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     try:
         done = subprocess.run(

@@ -93,3 +93,31 @@ def test_no_torch_or_no_gpu_raises_nogpu(tmp_path):
 def test_run_recipe_rejects_a_missing_file():
     with pytest.raises(smoke.CgkitError, match="no such recipe file"):
         smoke.run_recipe(Path("/nonexistent/recipe.py"))
+
+
+FAKE_DDP_RECIPE = '''
+# cgkit-recipe: workflow=manual mode=training launcher=torchrun
+import json, os
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+value = torch.tensor([float(rank + 1)])
+dist.all_reduce(value)
+if rank == 0:
+    print(json.dumps({"workflow": "manual", "mode": "training", "captured": True, "correct": True,
+                      "world_size": world, "sum": value.item()}))
+dist.destroy_process_group()
+'''
+
+
+def test_smoke_launches_torchrun_with_several_processes_and_reads_rank0(tmp_path):
+    """The multi-process launch path, on the CPU with gloo (CUDA graphs themselves need a GPU)."""
+    pytest.importorskip("torch.distributed")
+    recipe = tmp_path / "fake_ddp.py"
+    recipe.write_text(FAKE_DDP_RECIPE)
+    res = smoke.run_recipe(recipe, timeout=300, nproc=2, needs_gpu=False)
+    assert res.returncode == 0, res.output_tail
+    assert res.report["world_size"] == 2 and res.report["sum"] == 3.0
+    assert res.verdict == "passed"
