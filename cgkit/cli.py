@@ -54,6 +54,10 @@ def scaffold_options(func):
         click.option("--ddp", is_flag=True, default=False, help="DistributedDataParallel under torchrun (training)."),
         click.option("--buckets", metavar="SIZES", help="Variable batch: one graph per batch size, e.g. 1,2,4,8 (manual inference)."),
         click.option("--layers", metavar="PATH", help="Graph each layer of model.PATH separately (callables), e.g. model.blocks."),
+        click.option("--fp8", type=click.Choice(recipes.FP8_CHOICES), help="TE FP8 recipe (te; default none)."),
+        click.option("--microbatches", type=click.IntRange(min=1), help="Microbatches per step (te: TE's _order schedule; mcore-*)."),
+        click.option("--impl", type=click.Choice(recipes.MCORE_IMPLS), help="Megatron-Core per-layer graphs (mcore-layer; default local)."),
+        click.option("--emit", type=click.Choice(recipes.EMIT_CHOICES), help="mcore-*: a runnable script, or only the Megatron-LM flags."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -63,7 +67,7 @@ def scaffold_options(func):
 def _scaffold_opts(workflow: str | None, **values) -> recipes.ScaffoldOptions:
     if not workflow:
         _fail("--workflow is required (see `cgkit scaffold --list`)")
-    return recipes.ScaffoldOptions(workflow=workflow, **values)
+    return recipes.options(workflow, **values)
 
 
 @main.command()
@@ -132,6 +136,8 @@ def smoke(recipe: Path | None, compare: bool, as_json: bool, timeout: float, npr
             comparison = smoke_lib.compare(values["model"], values["inputs"], values["mode"], timeout=timeout)
             click.echo(json.dumps(comparison.as_dict()) if as_json else smoke_lib.format_comparison(comparison))
             sys.exit(0 if comparison.recommended else 1)
+        if values.get("emit") == "flags":
+            _fail("--emit flags renders Megatron-LM flags, not a script: use it with `cgkit scaffold`")
         if recipe is not None:
             if any(v not in (None, False) for v in values.values()):
                 _fail("scaffold options go with --workflow, not with a RECIPE file")
@@ -254,3 +260,83 @@ def skill_path() -> None:
         click.echo(str(bundle_root()))
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+# -- check: the region-aware static checker (cgkit.check) ------------------------------------------
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
+              show_default=True, help="Output format.")
+@click.option("--select", multiple=True, metavar="CODES", help="Only these codes or prefixes (e.g. CG1,CG402).")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Skip these codes or prefixes.")
+@click.option("--region", "regions", multiple=True, metavar="NAME",
+              help="A function you intend to capture: func, Class.method or Class (its forward). Repeatable.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=str),
+              help="pyproject.toml to read [tool.cgkit] from (default: found by walking up from PATHS).")
+@click.option("--no-config", is_flag=True, help="Ignore [tool.cgkit] settings.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings are reported (2 still means an error).")
+def check(paths: tuple[str, ...], fmt: str, select: tuple[str, ...], ignore: tuple[str, ...],
+          regions: tuple[str, ...], config_path: str | None, no_config: bool, exit_zero: bool) -> None:
+    """Check scripts for CUDA-graph capture hazards inside captured regions.
+
+    PATHS are files, directories (searched recursively) or notebooks (default: the current
+    directory). Exit status: 0 when nothing at warning or above, 1 when there are findings, 2 for
+    usage or internal errors.
+
+    \b
+    Examples:
+      cgkit check train.py
+      cgkit check src/ --format github
+      cgkit check train.py --region train_step --select CG1,CG2
+    """
+    from cgkit.check import check_paths
+    from cgkit.check.config import Config, load_config
+    from cgkit.check.formats import render
+
+    paths = paths or (".",)
+    try:
+        config = Config() if no_config else load_config(list(paths), explicit=config_path)
+        result = check_paths(list(paths), select=list(select) or None, ignore=list(ignore),
+                             regions=list(regions), config=config)
+    except CgkitError as exc:
+        _fail(str(exc))
+    click.echo(render(result, fmt), nl=False)
+    for error in result.errors:
+        click.echo(f"cgkit check: {error}", err=True)
+    if result.errors:
+        sys.exit(2)
+    if not exit_zero:
+        sys.exit(result.exit_code)
+
+
+@main.command("rules")
+@click.option("--json", "as_json", is_flag=True, help="Print the rule table as JSON.")
+def rules_cmd(as_json: bool) -> None:
+    """List the rules of `cgkit check`: code, name, category, severity (manual capture / torch.compile)."""
+    import json
+
+    from cgkit.check import RULES
+
+    if as_json:
+        rows = [{"code": r.code, "name": r.name, "category": r.category, "manual": r.manual,
+                 "compile": r.compile, "url": r.url} for r in RULES.values()]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    width = max(len(r.name) for r in RULES.values())
+    for r in RULES.values():
+        click.echo(f"{r.code}  {r.name:<{width}}  {r.category:<20}  {r.manual or '-':<7}  {r.compile or '-'}")
+
+
+@main.command("rule")
+@click.argument("code")
+def rule_cmd(code: str) -> None:
+    """Print one rule's documentation (by code, e.g. CG101, or by name, e.g. tensor-item)."""
+    from cgkit.check import get_rule
+    from cgkit.check.docs import rule_markdown
+
+    found = get_rule(code)
+    if found is None:
+        _fail(f"unknown rule {code!r} (see `cgkit rules`)")
+    click.echo(rule_markdown(found, heading_level=1), nl=False)

@@ -22,6 +22,11 @@ from cgkit.refs import Ref, parse_ref
 MODES = ("inference", "training")
 AMP_CHOICES = ("none", "bf16", "fp16")
 OPTIMIZER_CHOICES = ("sgd", "adam", "adamw")
+# Transformer Engine FP8 recipes (transformer_engine.common.recipe). H100/H200 run delayed, current
+# and block; mxfp8 needs Blackwell (TE raises its own "compute capability 10.0" error elsewhere).
+FP8_CHOICES = ("none", "delayed", "current", "block", "mxfp8")
+MCORE_IMPLS = ("local", "transformer_engine")  # Megatron-Core per-layer graph implementations
+EMIT_CHOICES = ("script", "flags")
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,7 @@ class Workflow:
     # Scaffold options this workflow takes beyond --mode/--model/--inputs; others are rejected.
     options: frozenset[str]
     captures: bool = True  # False for `profile`, which measures but captures nothing
+    takes_model: bool = True  # False for the Megatron-Core recipes, which build their own GPT
 
 
 WORKFLOWS: dict[str, Workflow] = {
@@ -68,6 +74,29 @@ WORKFLOWS: dict[str, Workflow] = {
             template="manual.py.j2",
             modes=("inference", "training"),
             options=frozenset({"loss", "amp", "optimizer", "buckets", "ddp"}),
+        ),
+        Workflow(
+            name="te",
+            summary="Transformer Engine make_graphed_callables over TE layers; FP8 optional, replayed under te.autocast.",
+            template="te.py.j2",
+            modes=("training",),
+            options=frozenset({"loss", "optimizer", "layers", "fp8", "microbatches"}),
+        ),
+        Workflow(
+            name="mcore-layer",
+            summary="Megatron-Core per-layer graphs (cuda_graph_impl local or transformer_engine) on a small GPT.",
+            template="mcore_layer.py.j2",
+            modes=("training",),
+            takes_model=False,
+            options=frozenset({"impl", "microbatches", "emit"}),
+        ),
+        Workflow(
+            name="mcore-full",
+            summary="Megatron-Core full-iteration graph: FullCudaGraphWrapper around forward_backward_func.",
+            template="mcore_full.py.j2",
+            modes=("training",),
+            takes_model=False,
+            options=frozenset({"microbatches", "emit"}),
         ),
     )
 }
@@ -106,6 +135,13 @@ def option_flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def options(workflow: str, **values) -> ScaffoldOptions:
+    """ScaffoldOptions from CLI values: workflow-specific ones (``--fp8``, ``--impl``...) go to ``extra``."""
+    known = {f.name for f in fields(ScaffoldOptions)}
+    extra = {k: v for k, v in values.items() if k not in known and v not in (None, False)}
+    return ScaffoldOptions(workflow=workflow, **{k: v for k, v in values.items() if k in known}, extra=extra)
+
+
 def workflow(name: str) -> Workflow:
     try:
         return WORKFLOWS[name]
@@ -127,6 +163,8 @@ def plan(opts: ScaffoldOptions) -> dict:
             raise CgkitError(f"{option_flag(name)} applies to --mode training only")
         if mode == "training" and name in _INFERENCE_ONLY:
             raise CgkitError(f"{option_flag(name)} applies to --mode inference only")
+    if not wf.takes_model and (opts.model or opts.inputs or opts.loss):
+        raise CgkitError(f"workflow {wf.name!r} builds its own Megatron-Core GPT; it takes no --model, --inputs or --loss")
     if (opts.model is None) != (opts.inputs is None):
         raise CgkitError("--model and --inputs go together: a factory for the model and one for its example inputs")
 
@@ -150,6 +188,9 @@ def plan(opts: ScaffoldOptions) -> dict:
         )
 
     buckets = _parse_buckets(opts.buckets) if opts.buckets else None
+    te = _te_context(wf, opts)
+    mcore = _mcore_context(wf, opts)
+    layers = opts.layers or ("model.layers" if te else None)  # TE graphs a model's layers
     sources = {
         "model": _source(opts.model, "--model", opts.output),
         "inputs": _source(opts.inputs, "--inputs", opts.output),
@@ -158,7 +199,7 @@ def plan(opts: ScaffoldOptions) -> dict:
     return {
         "version": __version__,
         "command_lines": _wrap_command(scaffold_command(opts)),
-        "imports": _imports(wf, sources, bool(opts.ddp)),
+        "imports": _imports(wf, sources, bool(opts.ddp), te, mcore),
         "workflow": wf.name,
         "summary": wf.summary,
         "mode": mode,
@@ -173,19 +214,28 @@ def plan(opts: ScaffoldOptions) -> dict:
         "ddp": bool(opts.ddp),
         "buckets": buckets,
         "buckets_literal": repr(tuple(buckets)) if buckets else None,
-        "layers": _parse_layers(opts.layers) if opts.layers else None,
+        "layers": _parse_layers(layers) if layers else None,
         # PyTorch documents 11 eager warm-up iterations before capturing a DDP model; the
         # callables recipe graphs before wrapping in DDP, so 3 is enough there.
         "warmup_iters": 11 if opts.ddp and wf.name == "manual" else 3,
         "launcher": "torchrun" if opts.ddp else "python",
+        # Megatron-Core needs torch.distributed even on one GPU (a process group of one).
+        "process_group": bool(opts.ddp) or mcore is not None,
+        "tolerance": _tolerance(amp, te, mcore),
+        "te": te,
+        "mcore": mcore,
+        "sweep": bool(te) and sources["model"]["kind"] == "demo",
+        "steps": mcore["graphed_from"] + 5 if mcore else 6,
         **opts.extra,
+        # `--emit flags` renders only the Megatron-LM flags and TransformerConfig fields.
+        "template": "_shared/megatron_flags.sh.j2" if mcore and mcore["emit"] == "flags" else wf.template,
     }
 
 
 def render(opts: ScaffoldOptions) -> str:
     """Render the workflow's recipe for ``opts`` and return the script's text."""
     context = plan(opts)
-    template = _environment().get_template(workflow(opts.workflow).template)
+    template = _environment().get_template(context["template"])
     text = template.render(**context)
     return _tidy(text)
 
@@ -247,17 +297,24 @@ def _option_groups(words: list[str]) -> list[str]:
     return groups
 
 
-def _imports(wf: Workflow, sources: dict, ddp: bool) -> dict[str, list[str]]:
+def _imports(wf: Workflow, sources: dict, ddp: bool, te: dict | None = None,
+             mcore: dict | None = None) -> dict[str, list[str]]:
     """The script's import lines, grouped and ordered as isort/ruff expect."""
     file_refs = any(s is not None and s["kind"] == "file" for s in sources.values())
+    megatron = mcore is not None
     stdlib = ["json", "statistics", "sys", "traceback"]
-    stdlib += ["copy"] if wf.captures else []
+    stdlib += ["copy"] if wf.captures and not (te or megatron) else []
     stdlib += ["importlib.util"] if file_refs else []
     stdlib += ["logging"] if wf.name == "compile" else []
-    stdlib += ["os"] if ddp else []
-    third = ["torch"] + (["torch.distributed as dist"] if ddp else [])
+    stdlib += ["os"] if ddp or megatron else []
+    stdlib += ["inspect"] if te else []
+    third = ["torch"] + (["torch.distributed as dist"] if ddp or megatron else [])
+    third += ["transformer_engine.pytorch as te"] if te else []
     froms = [("pathlib", "Path")] if file_refs else []
+    froms += [("functools", "partial")] if megatron else []
     third_froms = [("torch.nn.parallel", "DistributedDataParallel")] if ddp else []
+    third_froms += [("transformer_engine.common", "recipe")] if te and te["fp8"] else []
+    third_froms += mcore["imports"] if mcore else []
     user_froms = []  # the user's own modules: a first-party section of their own
     for alias, source in (("build_model", sources["model"]), ("build_inputs", sources["inputs"]),
                           ("loss_fn", sources["loss"])):
@@ -326,6 +383,8 @@ def _source(text: str | None, role: str, output: Path | None) -> dict | None:
 def _verify_template(wf: Workflow, training: bool) -> str:
     if not wf.captures:
         return "_shared/verify_profile.py.j2"
+    if wf.name in _MEGATRON_WORKFLOWS:
+        return "_shared/verify_megatron.py.j2"
     return "_shared/verify_training.py.j2" if training else "_shared/verify_inference.py.j2"
 
 
@@ -364,3 +423,116 @@ def _parse_layers(text: str) -> str:
             "like model.blocks (or model, when the model is an nn.Sequential)"
         )
     return text
+
+
+def _positive_int(value: object, flag: str) -> int:
+    try:
+        number = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1 or str(number) != str(value).strip():
+        raise CgkitError(f"{flag} {value!r}: expected a positive integer")
+    return number
+
+
+# --- Transformer Engine and Megatron-Core ---------------------------------------------------------
+
+# FP8 recipe classes of transformer_engine.common.recipe, with the arguments the `te` recipe passes
+# (tests/test_recipes_te_mcore.py checks every keyword against TE's source).
+_FP8_RECIPES = {
+    "delayed": ("DelayedScaling", "fp8_format=recipe.Format.HYBRID, amax_history_len=16"),
+    "current": ("Float8CurrentScaling", "fp8_format=recipe.Format.HYBRID"),
+    "block": ("Float8BlockScaling", ""),
+    "mxfp8": ("MXFP8BlockScaling", ""),
+}
+
+_MEGATRON_WORKFLOWS = ("mcore-layer", "mcore-full")
+_MEGATRON_IMPORTS = [
+    ("megatron.core", "parallel_state"),
+    ("megatron.core.distributed", "DistributedDataParallel, DistributedDataParallelConfig"),
+    ("megatron.core.models.gpt", "GPTModel"),
+    ("megatron.core.pipeline_parallel", "get_forward_backward_func"),
+    ("megatron.core.tensor_parallel.random", "model_parallel_cuda_manual_seed"),
+    ("megatron.core.transformer.module", "Float16Module"),
+    ("megatron.core.transformer.transformer_config", "TransformerConfig"),
+]
+
+
+def _te_context(wf: Workflow, opts: ScaffoldOptions) -> dict | None:
+    """What the `te` recipe renders: the FP8 recipe, and the microbatch schedule if asked."""
+    if wf.name != "te":
+        return None
+    fp8 = str(opts.extra.get("fp8") or "none")
+    if fp8 not in FP8_CHOICES:
+        raise CgkitError(f"--fp8 {fp8!r}: choose one of {', '.join(FP8_CHOICES)}")
+    microbatches = _positive_int(opts.extra.get("microbatches", 1), "--microbatches")
+    if microbatches > 1 and opts.model is not None:
+        raise CgkitError(
+            "--microbatches runs cgkit's demo TE layers as one pipeline stage (TE's `_order` schedule "
+            "calls each layer's graph directly, not your model's forward); leave it out with --model"
+        )
+    cls, kwargs = _FP8_RECIPES.get(fp8, (None, None))
+    return {
+        "fp8": {"name": fp8, "cls": cls, "kwargs": kwargs} if cls else None,
+        "microbatches": microbatches,
+        # FP8 weights are cast once per step and reused by later microbatches (is_first_microbatch).
+        "cache_weights": cls is not None and microbatches > 1,
+    }
+
+
+def _mcore_context(wf: Workflow, opts: ScaffoldOptions) -> dict | None:
+    """Megatron-Core settings, and the Megatron-LM flags that turn the same thing on."""
+    if wf.name not in _MEGATRON_WORKFLOWS:
+        return None
+    impl = "full_iteration" if wf.name == "mcore-full" else str(opts.extra.get("impl") or "local")
+    if wf.name == "mcore-layer" and impl not in MCORE_IMPLS:
+        raise CgkitError(f"--impl {impl!r}: choose one of {', '.join(MCORE_IMPLS)}")
+    emit = str(opts.extra.get("emit") or "script")
+    if emit not in EMIT_CHOICES:
+        raise CgkitError(f"--emit {emit!r}: choose one of {', '.join(EMIT_CHOICES)}")
+    warmup_steps = 3  # Megatron's default for --cuda-graph-warmup-steps
+    te_impl = impl == "transformer_engine"
+    flags = [f"--cuda-graph-impl {impl}", f"--cuda-graph-warmup-steps {warmup_steps}"]
+    if impl == "full_iteration":
+        flags.append("--no-check-for-nan-in-loss-and-grad")  # validate_args asserts it
+    flags.append("--te-rng-tracker")  # validate_args turns it on (with a warning) for TE layers
+    config = {
+        "cuda_graph_impl": repr(impl),
+        "cuda_graph_modules": "[]",
+        "cuda_graph_warmup_steps": str(warmup_steps),
+        "use_te_rng_tracker": str(te_impl),
+    }
+    spec = "get_gpt_layer_with_transformer_engine_spec" if te_impl else "get_gpt_layer_local_spec"
+    imports = [*_MEGATRON_IMPORTS, ("megatron.core.models.gpt.gpt_layer_specs", spec)]
+    if impl == "full_iteration":
+        imports.append(("megatron.core.full_cuda_graph", "FullCudaGraphWrapper, get_shared_capture_stream"))
+    elif te_impl:
+        imports += [("megatron.core.num_microbatches_calculator", "init_num_microbatches_calculator"),
+                    ("megatron.core.transformer.cuda_graphs", "TECudaGraphHelper")]
+    else:
+        imports.append(("megatron.core.transformer.cuda_graphs", "CudaGraphManager"))
+    return {
+        "impl": impl,
+        "emit": emit,
+        "microbatches": _positive_int(opts.extra.get("microbatches", 1), "--microbatches"),
+        "warmup_steps": warmup_steps,
+        "te_impl": te_impl,
+        "spec": spec,
+        "flags": flags,
+        "config": config,
+        "imports": imports,
+        # Steps run eagerly before the graphs replay: local records in step 1 and captures at its
+        # end; transformer_engine and full_iteration capture after `warmup_steps` eager steps.
+        "graphed_from": 1 if impl == "local" else warmup_steps,
+    }
+
+
+def _tolerance(amp: str, te: dict | None, mcore: dict | None) -> dict:
+    if te and te["fp8"]:
+        return {"rtol": "5e-2", "atol": "5e-2", "why": "FP8 GEMMs; graphed and eager share the same scaling state"}
+    if te or mcore:
+        return {"rtol": "2e-2", "atol": "2e-2", "why": "bf16 parameters"}
+    if amp != "none":
+        return {"rtol": "2e-2", "atol": "2e-2", "why": f"{amp} autocast"}
+    return {"rtol": "1e-4", "atol": "1e-4",
+            "why": "graph replay runs the same kernels as eager: differences are rounding at most"}

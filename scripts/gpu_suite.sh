@@ -23,6 +23,7 @@ for stage in "${@:-recipes bench}"; do
       bench)   python benchmarks/bench_recipes.py ${CGKIT_BENCH_ARGS:-} --out "$OUT/recipes-bench.json" 2>&1 | tee "$OUT/bench.log" || status=1 ;;
       check)   python -m pytest -q -m gpu tests/check -p no:cacheprovider 2>&1 | tee "$OUT/pytest-check.log" || status=1 ;;
       docs)    python -m pytest -q -m gpu tests/test_docs_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-docs.log" || status=1 ;;
+      te)      PYTHONPATH=/tmp/site:$PYTHONPATH python -m pytest -q -m gpu tests/gpu/test_te_mcore_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-te.log" || status=1 ;;
       *) echo "unknown stage $s"; status=2 ;;
     esac
   done

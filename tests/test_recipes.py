@@ -17,7 +17,7 @@ def combinations():
     for name, wf in recipes.WORKFLOWS.items():
         for mode in wf.modes:
             training = mode == "training"
-            axes = {"amp": [None, "bf16"] + ([] if training else ["fp16"])}
+            axes = {"amp": [None, "bf16"] + ([] if training else ["fp16"])} if "amp" in wf.options else {}
             if training:
                 axes["optimizer"] = [None, "sgd", "adamw"] if "optimizer" in wf.options else [None]
             if "ddp" in wf.options and training:
@@ -29,6 +29,8 @@ def combinations():
             keys = list(axes)
             for values in itertools.product(*(axes[k] for k in keys)):
                 yield recipes.ScaffoldOptions(workflow=name, mode=mode, **dict(zip(keys, values, strict=True)))
+        if not wf.takes_model:
+            continue
         user = {"model": f"{GPT}:build", "inputs": f"{GPT}:example_batch"}
         yield recipes.ScaffoldOptions(workflow=name, mode=wf.modes[0], **user)
         if "training" in wf.modes and "loss" in wf.options:
