@@ -41,6 +41,6 @@ def run_ruff(path: Path, first_party: tuple[str, ...] = ()) -> subprocess.Comple
     cmd = [ruff] if ruff else [sys.executable, "-m", "ruff"]
     return subprocess.run(
         [*cmd, "check", "--isolated", "--select", "E,F,W,B,UP,I", "--line-length", "110",
-         "--target-version", "py310", "--output-format", "concise", *config, str(path)],
+         "--target-version", "py311", "--output-format", "concise", *config, str(path)],
         capture_output=True, text=True,
     )

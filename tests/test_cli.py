@@ -4,10 +4,10 @@ import subprocess
 import sys
 
 from click.testing import CliRunner
+from conftest import MODELS
 
 from cgkit import __version__, recipes
 from cgkit.cli import main
-from conftest import MODELS
 
 GPT = MODELS / "tiny_gpt.py"
 

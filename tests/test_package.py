@@ -5,7 +5,6 @@ import sys
 import zipfile
 
 import pytest
-
 from conftest import ROOT
 
 

@@ -1,0 +1,155 @@
+"""Following calls out of a region: same-file functions, ``self`` methods, submodules whose class
+is known, and functions imported from other files of the project.
+
+Each function is analysed once (its :class:`~cgkit.check.facts.Facts` are cached); a region walk is a
+breadth-first search over call sites, so every reached function is reported with the shortest
+chain of calls from the region.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from cgkit.check.project import ClassIndex, FuncRef
+from cgkit.check.regions import kind_targets, resolve_callable
+
+MAX_DEPTH = 12
+
+
+def resolve_call(facts, call) -> list[FuncRef]:
+    """The project functions a call site may run (empty for library calls and unknown callees)."""
+    node = call.node
+    func = node.func
+    project = facts.project
+    t = type(func)
+    if t is ast.Name:
+        name = func.id
+        if name in facts.local_defs:
+            return [FuncRef(facts.module, facts.local_defs[name], None, name)]
+        kind = facts.kind_of_name(name)
+        if kind is not None:
+            return kind_targets(kind, facts, project)
+        if name in facts.params or any(s.name == name for s in facts.stores):
+            return []
+        module = facts.module
+        if name in module.defs and not (facts.local_imports and name in facts.local_imports):
+            return [FuncRef(module, module.defs[name], None, name)]
+        if name in module.classes:
+            return []  # constructing an object: __init__ is not part of the captured work
+        if call.qual is not None:
+            target = project.lookup(call.qual)
+            if isinstance(target, FuncRef):
+                return [target]
+        return []
+    if t is ast.Attribute:
+        value = func.value
+        attr = func.attr
+        if type(value) is ast.Name and value.id == facts.self_name and facts.cls is not None:
+            method = facts.cls.find_method(attr, project)
+            if method is not None:
+                return [method]
+            return kind_targets(facts.cls.attr_kind(attr, project), facts, project)
+        if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super" and facts.cls is not None:
+            for base in facts.cls.bases(project):
+                if isinstance(base, ClassIndex):
+                    method = base.find_method(attr, project)
+                    if method is not None:
+                        return [method]
+            return []
+        owner = call.recv if call.qual is None else None
+        if owner is None and call.qual is None:
+            owner = facts.infer(value)
+        if type(owner) is tuple:
+            if owner[0] == "inst":
+                if attr in ("cuda", "to", "train", "eval", "half", "float", "zero_grad", "parameters"):
+                    return []
+                method = owner[1].find_method(attr, project)
+                return [method] if method is not None else []
+            return []
+        if call.qual is not None:
+            target = project.lookup(call.qual)
+            if isinstance(target, FuncRef):
+                return [target]
+        return []
+    if t is ast.Call or t is ast.Subscript:
+        return kind_targets(facts.infer(func), facts, project)
+    return []
+
+
+def walk(region, project, emit) -> list[tuple[FuncRef, list[dict]]]:
+    """Visit every function the region reaches; call ``emit(hazard, facts, chain, is_root)`` for each hazard.
+
+    Returns the reached functions with their chains (the region's roots first).
+    """
+    reached: list[tuple[FuncRef, list[dict]]] = []
+    seen: set[int] = set()
+    queue: list[tuple[FuncRef, tuple[int, int] | None, list[dict], bool]] = []
+    if region.span is not None and region.scope is not None:
+        queue.append((region.scope, region.span, [], True))
+    for root in region.roots:
+        queue.append((root, None, [_step(root, None)], True))
+    head = 0
+    while head < len(queue):
+        fref, span, chain, is_root = queue[head]
+        head += 1
+        key = (fref.key, span)
+        if key in seen:
+            continue
+        seen.add(key)
+        if span is None:
+            seen.add((fref.key, None))
+        facts = project.facts(fref)
+        reached.append((fref, chain))
+        lo, hi = span if span is not None else (0, 1 << 30)
+        for hazard in facts.hazards():
+            line = getattr(hazard.node, "lineno", 0)
+            if lo <= line <= hi and (is_root or not hazard.root_only):
+                emit(hazard, facts, chain, is_root and span is None)
+        if len(chain) >= MAX_DEPTH:
+            continue
+        for call in facts.calls:
+            line = call.node.lineno
+            if not (lo <= line <= hi):
+                continue
+            for target in resolve_call(facts, call):
+                if (target.key, None) in seen:
+                    continue
+                project.seed(target, argument_kinds(facts, call, target))
+                queue.append((target, None, [*chain, _step(target, line)], False))
+    return reached
+
+
+def positional_params(fref: FuncRef) -> list[str]:
+    node = fref.node
+    if type(node) is ast.Module:
+        return []
+    names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+    is_static = any(getattr(d, "id", None) == "staticmethod" for d in node.decorator_list)
+    if fref.cls is not None and names and not is_static:
+        names = names[1:]
+    return names
+
+
+def argument_kinds(facts, call, target: FuncRef) -> dict:
+    """Kinds of the arguments at a call site, keyed by the callee's parameter names."""
+    params = positional_params(target)
+    out = {}
+    for i, arg in enumerate(call.node.args):
+        if type(arg) is ast.Starred or i >= len(params):
+            break
+        kind = facts.infer(arg)
+        if kind is not None:
+            out[params[i]] = kind
+    for kw in call.node.keywords:
+        if kw.arg is not None:
+            kind = facts.infer(kw.value)
+            if kind is not None:
+                out[kw.arg] = kind
+    return out
+
+
+def _step(fref: FuncRef, call_line: int | None) -> dict:
+    return {"name": fref.display, "line": fref.line, "path": fref.module.path, "call_line": call_line}
+
+
+__all__ = ["resolve_call", "resolve_callable", "walk"]

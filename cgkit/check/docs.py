@@ -1,0 +1,120 @@
+"""Render the rule reference (``references/rules.md``) from the rule data.
+
+Regenerate with::
+
+    python -m cgkit.check.docs > references/rules.md
+
+A test compares the file with :func:`render_rules_md`, so the reference cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from cgkit.check.model import CATEGORIES, Rule
+from cgkit.check.rules import FAMILIES, RULES
+
+_FAMILY_TITLES = {
+    "sync": "CG1xx: host synchronization",
+    "dynamic": "CG2xx: dynamic control flow and shapes",
+    "memory": "CG3xx: transfers and memory",
+    "replay": "CG4xx: silent replay hazards",
+    "setup": "CG5xx: API configuration",
+    "streams": "CG6xx: streams",
+    "tool": "CG9xx: files that could not be checked",
+}
+
+
+def _sev(value: str | None) -> str:
+    return value or "-"
+
+
+def severity_line(rule: Rule) -> str:
+    parts = []
+    if rule.manual:
+        parts.append(f"{rule.manual} under manual capture")
+    if rule.compile:
+        parts.append(f"{rule.compile} under `torch.compile`")
+    if rule.manual:
+        parts.append("info in candidate regions")
+    return ", ".join(parts)
+
+
+def rule_markdown(rule: Rule, heading_level: int = 2) -> str:
+    h = "#" * heading_level
+    sub = "#" * (heading_level + 1)
+    lines = [
+        f"{h} {rule.code} {rule.name}",
+        "",
+        f"Category: `{rule.category}`. Severity: {severity_line(rule)}.",
+        "",
+        f"Message: {rule.message}",
+        "",
+        f"{sub} What it does",
+        "",
+        rule.what,
+        "",
+        f"{sub} Why is this bad?",
+        "",
+        rule.why,
+        "",
+        f"{sub} Example",
+        "",
+        "```python",
+        rule.example.rstrip("\n"),
+        "```",
+        "",
+        f"{sub} Use instead",
+        "",
+        "```python",
+        rule.use_instead.rstrip("\n"),
+        "```",
+        "",
+        f"Fix: {rule.fix}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_rules_md() -> str:
+    out = [
+        "# cgkit check: rules",
+        "",
+        "<!-- Generated from cgkit/check/rules/*.py by `python -m cgkit.check.docs > references/rules.md`.",
+        "     Do not edit by hand: tests/check/test_check_docs.py fails when this file is out of date. -->",
+        "",
+        "`cgkit check PATH...` reports these hazards only where code runs inside a captured region",
+        "(`torch.cuda.graph`, `capture_begin`/`capture_end`, `make_graphed_callables`, `torch.compile`",
+        "with a CUDA-graph mode, or a region you declare with `--region`), following calls out of it.",
+        "Severity depends on the region: under manual capture a hazard fails capture or replays wrong",
+        "(`error`); under `torch.compile` it usually costs a graph break or an uncaptured partition",
+        "(`warning`); in a script with no region yet, `nn.Module.forward` methods and training-step",
+        "functions are checked as candidates and findings are `info`.",
+        "",
+        "Suppress one finding with `# noqa: CG101` on its line, a file with `# cgkit: noqa` or",
+        "`# cgkit: noqa: CG4` on a line of its own, or configure `[tool.cgkit]` in pyproject.toml.",
+        "",
+        f"Categories: {', '.join(f'`{c}`' for c in CATEGORIES)}.",
+        "",
+        "| Code | Name | Category | Manual capture | torch.compile |",
+        "|---|---|---|---|---|",
+    ]
+    for rule in RULES.values():
+        out.append(
+            f"| [{rule.code}](#{rule.anchor}) | {rule.name} | {rule.category} | {_sev(rule.manual)} | {_sev(rule.compile)} |"
+        )
+    out.append("")
+    for family in FAMILIES:
+        title = _FAMILY_TITLES.get(family.__name__.rsplit(".", 1)[-1], family.__name__)
+        out.append(f"# {title}")
+        out.append("")
+        for rule in family.RULES:
+            out.append(rule_markdown(rule))
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def main() -> None:
+    sys.stdout.write(render_rules_md())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,357 @@
+"""The pipeline: read and parse each file once, find regions, walk them, filter, sort.
+
+Per file: read (encoding cookie, notebooks), ``ast.parse``, a shallow index. Project pass: regions,
+then for each region a walk over the functions it reaches (each analysed once), then checks that
+look around a capture. Findings are filtered by selection, per-file ignores and ``noqa``.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import gc
+import os
+import traceback
+import warnings
+
+from cgkit.check import calls, noqa, regions
+from cgkit.check.config import Config, load_config
+from cgkit.check.model import SEVERITY_RANK, CheckResult, Finding
+from cgkit.check.project import ModuleIndex, Project
+from cgkit.check.rules import RULES, region_hazards
+from cgkit.check.sources import Source, SourceError, iter_python_files, read_source
+from cgkit.errors import CgkitError
+
+_KLASS_ORDER = {"manual": 0, "compile": 1, "candidate": 2}
+
+
+def expand_codes(values, option: str) -> list[str]:
+    """Validate codes or prefixes (``CG1``, ``CG101``, ``ALL``); comma-separated strings are split."""
+    out: list[str] = []
+    for value in values or ():
+        for token in str(value).replace(",", " ").split():
+            token = token.strip().upper()
+            if token == "ALL":
+                out.append("CG")
+                continue
+            if not any(code.startswith(token) for code in RULES) and token not in _names():
+                raise CgkitError(f"{option}: unknown rule code or prefix {token!r} (see `cgkit rules`)")
+            out.append(_names().get(token, token))
+    return out
+
+
+def _names() -> dict[str, str]:
+    return {rule.name.upper(): code for code, rule in RULES.items()}
+
+
+class _Selection:
+    def __init__(self, select, ignore, config: Config):
+        self.select = select
+        self.ignore = ignore
+        self.config = config
+        self._per_file: dict[str, list[str]] = {}
+
+    def allows(self, code: str, path: str) -> bool:
+        if self.select is not None and not noqa.matches(code, self.select):
+            return False
+        if self.ignore and noqa.matches(code, self.ignore):
+            return False
+        per_file = self._per_file.get(path)
+        if per_file is None:
+            per_file = self._per_file[path] = [c.upper() for c in self.config.ignored_for(path)]
+        return not (per_file and noqa.matches(code, per_file))
+
+
+class RegionContext:
+    def __init__(self, project: Project, all_regions):
+        self.project = project
+        self._once: set = set()
+        self._by_scope: dict[int, list] = {}
+        for region in all_regions:
+            if region.scope is not None:
+                self._by_scope.setdefault(region.scope.key, []).append(region)
+
+    def once(self, key) -> bool:
+        if key in self._once:
+            return False
+        self._once.add(key)
+        return True
+
+    def regions_in_scope(self, region) -> list:
+        return self._by_scope.get(region.scope.key, []) if region.scope is not None else []
+
+    def resolve(self, facts, call):
+        return calls.resolve_call(facts, call)
+
+
+class Checker:
+    def __init__(self, select=None, ignore=None, region_names=None, config: Config | None = None):
+        self.config = config or Config()
+        sel = expand_codes(select, "--select") if select else None
+        if sel is None and self.config.select is not None:
+            sel = expand_codes(self.config.select, "[tool.cgkit] select")
+        ign = expand_codes(self.config.ignore, "[tool.cgkit] ignore") + expand_codes(ignore or [], "--ignore")
+        for codes in self.config.per_file_ignores.values():
+            expand_codes(codes, "[tool.cgkit] per-file-ignores")
+        self.selection = _Selection(sel, ign, self.config)
+        self.region_names = [*self.config.regions, *(region_names or [])]
+        self.project = Project()
+        self.project.loader = self._load_extra
+        self.findings: list[Finding] = []
+        self.errors: list[str] = []
+        self.files = 0
+        self.lines = 0
+        self._seen: set = set()
+        self._suppressions: dict[str, noqa.Suppressions] = {}
+
+    # -- reading -------------------------------------------------------------------------------
+    def _parse(self, source: Source, checked: bool) -> ModuleIndex | None:
+        try:
+            tree = ast.parse(source.text, filename=source.path)
+        except SyntaxError as exc:
+            if checked:
+                line = exc.lineno or 1
+                col = exc.offset or 1
+                self._tool_finding("CG901", source, line, col, what=f"{exc.msg} (line {line})")
+            return None
+        except (ValueError, RecursionError, MemoryError) as exc:
+            if checked:
+                self._tool_finding("CG901", source, 1, 1, what=str(exc) or type(exc).__name__)
+            return None
+        modname, is_package, root = Project.module_name(source.path)
+        module = ModuleIndex(source, tree, modname, is_package, checked)
+        self.project.add(module, root)
+        return module
+
+    def _load_extra(self, path: str) -> ModuleIndex | None:
+        """Load a project file that a checked file imports (not itself checked: no CG9xx for it)."""
+        display = os.path.relpath(path) if not os.path.isabs(path) or path.startswith(os.getcwd()) else path
+        try:
+            source = read_source(display)
+        except SourceError:
+            return None
+        return self._parse(source, checked=False)
+
+    def add_paths(self, paths: list[str]) -> None:
+        for path in paths:
+            absolute = os.path.abspath(path)
+            directory = absolute if os.path.isdir(absolute) else os.path.dirname(absolute)
+            if directory not in self.project.allowed:
+                self.project.allowed.append(directory)
+        for path, explicit in iter_python_files(paths):
+            if explicit and not os.path.exists(path):
+                self._tool_finding("CG902", Source(path, ""), 1, 1, what="no such file or directory")
+                continue
+            self.add_file(path)
+
+    def add_file(self, path: str) -> None:
+        self.files += 1
+        try:
+            source = read_source(path)
+        except SourceError as exc:
+            self._tool_finding("CG902", Source(path, ""), 1, 1, what=str(exc))
+            return
+        self.add_source(source)
+
+    def add_source(self, source: Source) -> None:
+        self.lines += source.text.count("\n")
+        absolute = os.path.abspath(source.path)
+        if absolute in self.project.by_path:
+            return
+        module = self._parse(source, checked=True)
+        if module is not None:
+            self.project.checked.append(module)
+
+    # -- analysis ------------------------------------------------------------------------------
+    def run(self) -> CheckResult:
+        found = []
+        for module in list(self.project.checked):
+            try:
+                found.extend(regions.find_regions(module, self.project))
+                if self.region_names:
+                    found.extend(regions.declared_regions(module, self.region_names))
+            except Exception:  # noqa: BLE001 - one file's internal error must not stop the others
+                self._internal_error(module.path, "finding regions")
+        if not found:
+            for module in self.project.checked:
+                try:
+                    found.extend(regions.candidate_regions(module, self.project))
+                except Exception:  # noqa: BLE001
+                    self._internal_error(module.path, "finding candidate regions")
+        found.sort(key=lambda r: (_KLASS_ORDER[r.klass], r.module.path, r.line))
+        ctx = RegionContext(self.project, found)
+        for region in found:
+            try:
+                self._analyse(region, ctx)
+            except Exception:  # noqa: BLE001
+                self._internal_error(region.module.path, f"analysing the region at line {region.line}")
+        self.findings.sort(key=Finding.sort_key)
+        return CheckResult(self.findings, self.errors, files=self.files, lines=self.lines)
+
+    def _analyse(self, region, ctx: RegionContext) -> None:
+        klass = region.klass
+
+        def emit(hazard, facts, chain, is_root):
+            self._emit(hazard.code, facts.module, hazard.node, hazard.args, region, chain, hazard.stmt)
+
+        calls.walk(region, self.project, emit)
+        for hazard in region_hazards(region, ctx):
+            self._emit(hazard.code, hazard.module, hazard.node, hazard.args, region, [], None)
+        del klass
+
+    def _emit(self, code: str, module: ModuleIndex, node, args: dict, region, chain, stmt) -> None:
+        rule = RULES[code]
+        severity = rule.severity(region.klass)
+        if severity is None:
+            return
+        path = module.path
+        if not self.selection.allows(code, path):
+            return
+        line = getattr(node, "lineno", 1) or 1
+        key = (path, line, getattr(node, "col_offset", 0), code)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        lines = (line,) if stmt is None or stmt.lineno == line else (line, stmt.lineno)
+        if self._suppressed(module, code, lines):
+            return
+        end_line = getattr(node, "end_lineno", None) or line
+        col = _char_col(module.lines, line, getattr(node, "col_offset", 0) or 0)
+        end_col = _char_col(module.lines, end_line, getattr(node, "end_col_offset", None) or 0)
+        cell, line_in_cell = module.source.cell_of(line)
+        if cell is not None:
+            end_line = module.source.cell_of(end_line)[1]
+            line = line_in_cell
+        finding = Finding(
+            path=path,
+            line=line,
+            col=col,
+            end_line=end_line,
+            end_col=end_col,
+            code=code,
+            name=rule.name,
+            category=rule.category,
+            severity=severity,
+            message=rule.render_message(region.klass, args),
+            fix=_format(rule.fix, args),
+            region=_map_region(region),
+            chain=[_map_step(step, self.project) for step in chain],
+            url=rule.url,
+            cell=cell,
+        )
+        self.findings.append(finding)
+
+    def _suppressed(self, module: ModuleIndex, code: str, lines) -> bool:
+        sup = self._suppressions.get(module.path)
+        if sup is None:
+            sup = self._suppressions[module.path] = noqa.Suppressions(module.text, module.lines)
+        return sup.suppressed(code, lines)
+
+    def _tool_finding(self, code: str, source: Source, line: int, col: int, **args) -> None:
+        rule = RULES[code]
+        if not self.selection.allows(code, source.path):
+            return
+        cell, line_in_cell = source.cell_of(line)
+        self.findings.append(
+            Finding(
+                path=source.path,
+                line=line_in_cell,
+                col=max(1, col),
+                end_line=line_in_cell,
+                end_col=max(1, col),
+                code=code,
+                name=rule.name,
+                category=rule.category,
+                severity="error",
+                message=_format(rule.message, args),
+                fix=rule.fix,
+                url=rule.url,
+                cell=cell,
+            )
+        )
+
+    def _internal_error(self, path: str, what: str) -> None:
+        tb = traceback.format_exc(limit=-3).strip().splitlines()
+        self.errors.append(f"{path}: internal error while {what}: {tb[-1] if tb else '?'}")
+
+
+def _format(template: str, args: dict) -> str:
+    try:
+        return template.format(**args)
+    except (KeyError, IndexError, ValueError):
+        return template
+
+
+def _char_col(lines: list[str], line: int, byte_col: int) -> int:
+    """ast columns are UTF-8 byte offsets; findings use 1-based character columns."""
+    if 1 <= line <= len(lines):
+        text = lines[line - 1]
+        if not text.isascii():
+            return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore")) + 1
+    return byte_col + 1
+
+
+def _map_region(region) -> dict:
+    data = region.as_dict()
+    cell, line = region.module.source.cell_of(region.line)
+    if cell is not None:
+        data["cell"], data["line"] = cell, line
+    return data
+
+
+def _map_step(step: dict, project: Project) -> dict:
+    module = project.by_path.get(os.path.abspath(step["path"]))
+    if module is None or not module.source.cells:
+        return step
+    step = dict(step)
+    cell, line = module.source.cell_of(step["line"])
+    step["cell"], step["line"] = cell, line
+    return step
+
+
+def check_paths(
+    paths: list[str],
+    select=None,
+    ignore=None,
+    regions: list[str] | None = None,
+    config: Config | None = None,
+    use_config: bool = True,
+) -> CheckResult:
+    """Check files, directories (recursively) and notebooks. Raises CgkitError for bad options/config."""
+    if config is None and use_config:
+        config = load_config(list(paths))
+    checker = Checker(select=select, ignore=ignore, region_names=regions, config=config)
+    with _quiet_and_fast():
+        checker.add_paths(list(paths))
+        return checker.run()
+
+
+@contextlib.contextmanager
+def _quiet_and_fast():
+    """Silence SyntaxWarnings from the user's code, and pause the cyclic GC: syntax trees hold
+    no cycles, but with thousands of them alive each collection would walk them all again
+    (measured: it more than doubles the time on torch's nn/optim/cuda)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def check_source(text: str, path: str = "<string>.py", select=None, ignore=None, regions=None) -> CheckResult:
+    """Check one piece of source (tests, examples); imports resolve only within it."""
+    checker = Checker(select=select, ignore=ignore, region_names=regions, config=Config())
+    with _quiet_and_fast():
+        checker.files = 1
+        checker.add_source(Source(path, text))
+        return checker.run()
+
+
+def worst(findings) -> str | None:
+    if not findings:
+        return None
+    return min((f.severity for f in findings), key=SEVERITY_RANK.__getitem__)

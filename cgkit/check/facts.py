@@ -1,0 +1,699 @@
+"""What one function does, from one walk over its body.
+
+A :class:`Facts` is computed once per function that a region reaches (and cached on the project):
+the kind of each local name (tensor, mask, CPU tensor, stream, optimizer, module instance...), the
+calls it makes, its conditions, subscripts, stores and loads. Rules read these lists; they never
+walk the tree themselves.
+
+Evidence is deliberately conservative: a parameter is not assumed to be a tensor; a value is a
+tensor when it comes from a torch call, a tensor method, a module call, or a ``Tensor`` annotation.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from cgkit.check.names import add_import, dotted
+from cgkit.check.project import FUNC_TYPES, ClassAttrs, ClassIndex, FuncRef, ModuleIndex, Project
+
+# Kinds of tensors. Objects are tuples: ("inst", ClassIndex), ("nn", qual), ("optim", qual, call),
+# ("stream",), ("event",), ("graph",), ("generator",), ("scaler",), ("logger",), ("compiled", call),
+# ("ddp", call), ("file",), ("device", is_cuda).
+TENSOR = "T"
+MASK = "M"
+CPU = "C"
+TENSOR_KINDS = (TENSOR, MASK, CPU)
+
+_TORCH_NON_TENSOR = frozenset(
+    """is_tensor is_storage is_floating_point is_complex is_nonzero numel get_default_dtype
+    set_default_dtype set_default_device get_default_device manual_seed seed initial_seed
+    get_rng_state set_rng_state device dtype compile no_grad enable_grad inference_mode
+    set_grad_enabled is_grad_enabled autocast save load equal allclose use_deterministic_algorithms
+    are_deterministic_algorithms_enabled typename set_printoptions finfo iinfo cond vmap
+    is_inference_mode_enabled set_num_threads get_num_threads broadcast_shapes result_type
+    promote_types can_cast is_autocast_enabled set_float32_matmul_precision
+    get_float32_matmul_precision set_anomaly_enabled is_anomaly_enabled empty_cache
+    get_device_module is_warn_always_enabled""".split()
+)
+_TORCH_TENSOR_SUBMODULES = ("nn.functional", "linalg", "fft", "special", "nested", "masked")
+_CPU_FACTORIES = frozenset(
+    """tensor as_tensor zeros ones empty full arange range linspace logspace eye rand randn randint
+    randperm normal bernoulli multinomial poisson empty_strided from_numpy frombuffer asarray""".split()
+)
+RANDOM_FACTORIES = frozenset("rand randn randint randperm normal bernoulli multinomial poisson".split())
+_NON_TENSOR_METHODS = frozenset(
+    """item tolist numpy size dim ndimension numel nelement element_size data_ptr stride
+    storage_offset is_contiguous is_floating_point is_complex get_device equal allclose
+    untyped_storage storage backward register_hook retain_grad is_set_to is_pinned is_shared
+    has_names dim_order record_stream is_nonzero qscheme __len__ __bool__ __float__ __int__
+    synchronize query keys values items append extend""".split()
+)
+_MASK_FUNCS = frozenset(
+    """bool isnan isinf isfinite eq ne gt ge lt le logical_and logical_or logical_not logical_xor
+    isclose isneginf isposinf signbit isin""".split()
+)
+_TENSOR_ATTRS = frozenset("T mT H mH data grad real imag".split())
+_MODULE_KEEP_METHODS = frozenset(
+    "cuda to half float double bfloat16 train eval requires_grad_ to_empty cpu type share_memory".split()
+)
+_OBJECT_CALLS = {
+    "torch.cuda.Stream": ("stream",),
+    "torch.cuda.current_stream": ("stream",),
+    "torch.cuda.default_stream": ("stream",),
+    "torch.cuda.ExternalStream": ("stream",),
+    "torch.Stream": ("stream",),
+    "torch.accelerator.current_stream": ("stream",),
+    "torch.cuda.Event": ("event",),
+    "torch.Event": ("event",),
+    "torch.cuda.CUDAGraph": ("graph",),
+    "torch.Generator": ("generator",),
+    "torch.amp.GradScaler": ("scaler",),
+    "logging.getLogger": ("logger",),
+    "builtins.open": ("file",),
+}
+_STREAM_TYPE_NAMES = ("torch.cuda.Stream", "torch.Stream")
+
+
+def is_tensor(kind) -> bool:
+    return kind is TENSOR or kind is MASK or kind is CPU
+
+
+def is_callable_module(kind, project: Project) -> bool:
+    if type(kind) is not tuple:
+        return False
+    tag = kind[0]
+    if tag == "inst":
+        return kind[1].is_module(project)
+    return tag in ("nn", "ddp", "compiled")
+
+
+class CallSite:
+    """One call: the node, the qualified name of what is called, and for ``x.m(...)`` the method."""
+
+    __slots__ = ("node", "qual", "meth", "recv", "stmt", "loop")
+
+    def __init__(self, node, qual, meth, recv, stmt, loop):
+        self.node = node
+        self.qual = qual  # canonical qualified name, or None
+        self.meth = meth  # attribute name for method calls, else None
+        self.recv = recv  # kind of the receiver for method calls
+        self.stmt = stmt  # enclosing statement
+        self.loop = loop  # loop depth at the call
+
+    def kwarg(self, name: str):
+        for kw in self.node.keywords:
+            if kw.arg == name:
+                return kw.value
+        return None
+
+    def arg(self, index: int, name: str | None = None):
+        if name is not None:
+            value = self.kwarg(name)
+            if value is not None:
+                return value
+        args = self.node.args
+        if index < len(args) and not any(type(a) is ast.Starred for a in args[: index + 1]):
+            return args[index]
+        return None
+
+
+class Store:
+    __slots__ = ("name", "node", "kind", "loop", "aug", "loop_target")
+
+    def __init__(self, name, node, kind, loop, aug=False, loop_target=False):
+        self.name = name
+        self.node = node
+        self.kind = kind
+        self.loop = loop
+        self.aug = aug
+        self.loop_target = loop_target
+
+
+_LOOP_EXIT = object()
+
+
+class Facts:
+    def __init__(self, fref: FuncRef, project: Project):
+        self.fref = fref
+        self.module: ModuleIndex = fref.module
+        self.project = project
+        self.cls: ClassIndex | None = fref.cls
+        self.kinds: dict[str, object] = {}
+        self.local_imports: dict[str, str] | None = None
+        self.local_defs: dict[str, ast.AST] = {}
+        self.params: list[str] = []
+        self.param_nodes: dict[str, ast.arg] = {}
+        self.self_name: str | None = None
+        self.calls: list[CallSite] = []
+        self.conds: list[tuple[ast.expr, ast.AST]] = []  # (tested expression, statement)
+        self.subscripts: list[tuple[ast.Subscript, ast.AST]] = []
+        self.fstrings: list[tuple[ast.FormattedValue, ast.AST]] = []
+        self.withs: list[ast.With] = []
+        self.stores: list[Store] = []
+        self.loads: list[ast.Name] = []
+        self.self_loads: list[ast.Attribute] = []
+        self.self_stores: list[tuple[str, ast.AST, ast.expr | None]] = []  # (attr, stmt, value)
+        self.escapes: list[tuple[str, ast.AST]] = []  # names put into a container/attribute/yield
+        self.dels: list[tuple[str, ast.AST]] = []
+        self.global_names: set[str] = set()
+        self.stream_withs: list[tuple[ast.With, ast.expr]] = []
+        self.loops: list[ast.stmt] = []
+        self._hazards = None
+        self._stmt = fref.node
+        self._loop = 0
+
+    def scan(self) -> None:
+        self._scan()
+
+    # -- names ---------------------------------------------------------------------------------
+    def qual(self, node) -> str | None:
+        parts = dotted(node)
+        if parts is None:
+            return None
+        head = parts[0]
+        if head in self.kinds or head in self.params or head in self.local_defs:
+            if not (self.local_imports and head in self.local_imports):
+                return None
+        q = self.module.qual(node, self.local_imports)
+        if q is None and len(parts) == 1 and head in _BUILTINS:
+            return "builtins." + head
+        return q
+
+    def kind_of_name(self, name: str):
+        kind = self.kinds.get(name)
+        if kind is not None or name in self.params:
+            return kind
+        if type(self.fref.node) is not ast.Module:
+            mod_facts = self.project.module_facts(self.module)
+            if mod_facts is not None:
+                return mod_facts.kinds.get(name)
+        return None
+
+    # -- inference -----------------------------------------------------------------------------
+    def infer(self, e, _depth: int = 0):
+        if _depth > 30:
+            return None
+        t = type(e)
+        if t is ast.Name:
+            return self.kind_of_name(e.id)
+        if t is ast.Call:
+            return self._infer_call(e, _depth)
+        if t is ast.BinOp:
+            left = self.infer(e.left, _depth + 1)
+            right = self.infer(e.right, _depth + 1)
+            if is_tensor(left) or is_tensor(right):
+                if type(e.op) in (ast.BitAnd, ast.BitOr, ast.BitXor) and (left is MASK or right is MASK):
+                    return MASK
+                if left is CPU and (right is CPU or not is_tensor(right)):
+                    return CPU
+                return TENSOR
+            return None
+        if t is ast.UnaryOp:
+            if type(e.op) is ast.Not:
+                return None
+            inner = self.infer(e.operand, _depth + 1)
+            if is_tensor(inner):
+                return MASK if type(e.op) is ast.Invert and inner is MASK else TENSOR
+            return None
+        if t is ast.Compare:
+            for side in (e.left, *e.comparators):
+                if is_tensor(self.infer(side, _depth + 1)):
+                    if any(type(op) in (ast.Is, ast.IsNot, ast.In, ast.NotIn) for op in e.ops):
+                        return None
+                    return MASK
+            return None
+        if t is ast.Subscript:
+            inner = self.infer(e.value, _depth + 1)
+            if is_tensor(inner):
+                return CPU if inner is CPU else TENSOR
+            return None
+        if t is ast.Attribute:
+            value = e.value
+            if type(value) is ast.Name and value.id == self.self_name and self.cls is not None:
+                return self.cls.attr_kind(e.attr, self.project)
+            if e.attr in _TENSOR_ATTRS:
+                inner = self.infer(value, _depth + 1)
+                if is_tensor(inner):
+                    return TENSOR
+            return None
+        if t is ast.IfExp:
+            return self.infer(e.body, _depth + 1) or self.infer(e.orelse, _depth + 1)
+        if t is ast.NamedExpr:
+            return self.infer(e.value, _depth + 1)
+        return None
+
+    def _infer_call(self, e: ast.Call, depth: int):
+        func = e.func
+        q = self.qual(func)
+        if q is not None:
+            kind = _OBJECT_CALLS.get(q)
+            if kind is not None:
+                return kind
+            if q == "torch.compile":
+                return ("compiled", e)
+            if q.startswith("torch."):
+                return self._infer_torch_call(q, e)
+            target = self.project.lookup(q) if "." in q else None
+            if target is None and q.startswith(self.module.modname + "."):
+                name = q[len(self.module.modname) + 1 :]
+                target = self.module.classes.get(name)
+            if isinstance(target, ClassIndex):
+                return ("inst", target)
+            if isinstance(target, FuncRef):
+                return _returns_kind(target.node, self.module, q)
+            if type(func) is ast.Call:  # torch.compile(...)(fn)
+                inner = self.qual(func.func)
+                if inner == "torch.compile":
+                    return ("compiled", func)
+            return None
+        if type(func) is ast.Attribute:
+            meth = func.attr
+            recv = self.infer(func.value, depth + 1)
+            if is_tensor(recv):
+                if meth in _NON_TENSOR_METHODS:
+                    return None
+                if meth == "cpu" or (meth == "to" and _is_cpu_device_call(e)):
+                    return CPU
+                if meth in ("cuda", "pin_memory") or (meth == "to" and e.args and _device_literal(e.args[0]) == "cuda"):
+                    return TENSOR
+                if meth in _MASK_FUNCS:
+                    return MASK
+                return CPU if recv is CPU and meth not in ("to", "cuda") else TENSOR
+            if type(recv) is tuple:
+                tag = recv[0]
+                if tag in ("inst", "nn", "ddp", "compiled") and meth in _MODULE_KEEP_METHODS:
+                    return recv
+                if tag == "inst" and meth == "forward" and recv[1].is_module(self.project):
+                    return TENSOR
+                return None
+        elif type(func) is ast.Call:
+            inner_q = self.qual(func.func)
+            if inner_q == "torch.compile":
+                return ("compiled", func)
+        # Calling a module instance (``self.block(x)``, ``model(x)``) gives its output tensor.
+        if is_callable_module(self.infer(func, depth + 1), self.project):
+            return TENSOR
+        return None
+
+    def _infer_torch_call(self, q: str, e: ast.Call):
+        parts = q.split(".")
+        last = parts[-1]
+        if q in ("torch.nn.Parameter", "torch.nn.Buffer", "torch.Tensor"):
+            return TENSOR
+        if len(parts) >= 3 and parts[1] == "optim" and last[:1].isupper() and "lr_scheduler" not in parts:
+            return ("optim", q, e)
+        if q in ("torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel"):
+            inner = self.infer(e.args[0]) if e.args else None
+            return ("ddp", e, inner)
+        if len(parts) >= 3 and parts[1] == "nn" and last[:1].isupper():
+            return ("nn", q)
+        if parts[1] == "device":
+            return ("device", bool(e.args) and _device_literal(e.args[0]) == "cuda")
+        sub = ".".join(parts[1:-1])
+        if len(parts) == 2 or sub in _TORCH_TENSOR_SUBMODULES:
+            if last in _TORCH_NON_TENSOR or last.startswith(("is_", "get_", "set_", "_")) or last[:1].isupper():
+                return None
+            if last in _MASK_FUNCS:
+                return MASK
+            if last in _CPU_FACTORIES and len(parts) == 2:
+                device = _kw(e, "device")
+                if last == "from_numpy" or device is None:
+                    return CPU
+                return CPU if _device_literal(device) == "cpu" else TENSOR
+            return TENSOR
+        return None
+
+    # -- the walk ------------------------------------------------------------------------------
+    def _scan(self) -> None:
+        node = self.fref.node
+        if type(node) is ast.Module:
+            body = node.body
+        else:
+            self._params(node)
+            body = node.body
+        stack: list = list(reversed(body))
+        pop = stack.pop
+        push = stack.extend
+        handlers = _HANDLERS
+        while stack:
+            n = pop()
+            if n is _LOOP_EXIT:
+                self._loop -= 1
+                continue
+            t = type(n)
+            if t in FUNC_TYPES:
+                self.local_defs[n.name] = n
+                continue
+            if t is ast.ClassDef or t is ast.Lambda:
+                continue
+            if isinstance(n, ast.stmt):
+                self._stmt = n
+            h = handlers.get(t)
+            if h is not None:
+                h(self, n)
+            if t is ast.For or t is ast.While or t is ast.AsyncFor:
+                # The iterable is evaluated once, before the loop; target, test and body per iteration.
+                stack.append(_LOOP_EXIT)
+                push(reversed([*n.body, *n.orelse]))
+                if t is ast.While:
+                    stack.append(n.test)
+                stack.append(_Enter(n))
+                if t is not ast.While:
+                    stack.append(n.iter)
+                continue
+            if t is _Enter:
+                self._loop += 1
+                loop = n.node
+                self.loops.append(loop)
+                if type(loop) is not ast.While:
+                    self._stmt = loop
+                    self._store_target(loop.target, self.infer(loop.iter), loop, loop_target=True)
+                continue
+            push(reversed(list(ast.iter_child_nodes(n))))
+
+    def _params(self, fn) -> None:
+        args = fn.args
+        allargs = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        if args.vararg:
+            allargs.append(args.vararg)
+        if args.kwarg:
+            allargs.append(args.kwarg)
+        for a in allargs:
+            self.params.append(a.arg)
+            self.param_nodes[a.arg] = a
+            if a.annotation is not None and _is_tensor_annotation(a.annotation):
+                self.kinds[a.arg] = TENSOR
+        seeds = self.project.param_seeds.get(id(fn))
+        if seeds:
+            for name, kind in seeds.items():
+                self.kinds.setdefault(name, kind)
+        first = [*args.posonlyargs, *args.args]
+        if self.cls is not None and first and not any(_decorator_name(d) == "staticmethod" for d in fn.decorator_list):
+            self.self_name = first[0].arg
+            self.params.remove(first[0].arg)
+
+    def _store_target(self, target, kind, stmt, aug=False, loop_target=False) -> None:
+        t = type(target)
+        if t is ast.Name:
+            if not aug:
+                if kind is None:
+                    self.kinds.pop(target.id, None)
+                else:
+                    self.kinds[target.id] = kind
+            self.stores.append(Store(target.id, stmt, kind, self._loop, aug, loop_target))
+        elif t is ast.Tuple or t is ast.List:
+            element_kind = kind if (is_tensor(kind) and not loop_target) else None
+            for elt in target.elts:
+                self._store_target(elt, element_kind, stmt, aug, loop_target)
+        elif t is ast.Starred:
+            self._store_target(target.value, None, stmt, aug, loop_target)
+        elif t is ast.Attribute:
+            if type(target.value) is ast.Name and target.value.id == self.self_name:
+                self.self_stores.append((target.attr, stmt, None if aug else getattr(stmt, "value", None)))
+
+    # -- hazards -------------------------------------------------------------------------------
+    def hazards(self) -> list:
+        if self._hazards is None:
+            from cgkit.check.rules import function_hazards
+
+            self._hazards = function_hazards(self)
+        return self._hazards
+
+
+class _Enter:
+    __slots__ = ("node",)
+
+    def __init__(self, node):
+        self.node = node
+
+
+def _h_assign(f: Facts, n) -> None:
+    value = n.value
+    if type(value) in (ast.Tuple, ast.List) and any(type(t) in (ast.Tuple, ast.List) for t in n.targets):
+        kinds = [f.infer(elt) for elt in value.elts]
+        for target in n.targets:
+            if type(target) in (ast.Tuple, ast.List) and len(target.elts) == len(kinds):
+                for elt, kind in zip(target.elts, kinds, strict=True):
+                    f._store_target(elt, kind, n)
+            else:
+                f._store_target(target, None, n)
+        return
+    kind = f.infer(value)
+    for target in n.targets:
+        f._store_target(target, kind, n)
+        if type(target) is ast.Subscript and type(n.value) is ast.Name:
+            f.escapes.append((n.value.id, n))
+        elif type(target) is ast.Attribute and type(n.value) is ast.Name:
+            f.escapes.append((n.value.id, n))
+
+
+def _h_annassign(f: Facts, n) -> None:
+    kind = TENSOR if _is_tensor_annotation(n.annotation) else (f.infer(n.value) if n.value is not None else None)
+    if n.value is not None or kind is not None:
+        f._store_target(n.target, kind, n)
+
+
+def _h_augassign(f: Facts, n) -> None:
+    f._store_target(n.target, None, n, aug=True)
+
+
+def _h_if(f: Facts, n) -> None:
+    f.conds.append((n.test, n))
+
+
+def _h_assert(f: Facts, n) -> None:
+    f.conds.append((n.test, n))
+
+
+def _h_ifexp(f: Facts, n) -> None:
+    f.conds.append((n.test, f._stmt))
+
+
+def _h_boolop(f: Facts, n) -> None:
+    for value in n.values:
+        f.conds.append((value, f._stmt))
+
+
+def _h_unary(f: Facts, n) -> None:
+    if type(n.op) is ast.Not:
+        f.conds.append((n.operand, f._stmt))
+
+
+def _h_call(f: Facts, n: ast.Call) -> None:
+    func = n.func
+    meth = recv = None
+    if type(func) is ast.Attribute:
+        meth = func.attr
+        q = f.qual(func)
+        if q is None:
+            recv = f.infer(func.value)
+        if meth == "append" and len(n.args) == 1 and type(n.args[0]) is ast.Name:
+            f.escapes.append((n.args[0].id, f._stmt))
+    else:
+        q = f.qual(func)
+    f.calls.append(CallSite(n, q, meth, recv, f._stmt, f._loop))
+
+
+def _h_subscript(f: Facts, n) -> None:
+    if type(n.ctx) is ast.Load:
+        f.subscripts.append((n, f._stmt))
+
+
+def _h_fstring(f: Facts, n) -> None:
+    f.fstrings.append((n, f._stmt))
+
+
+def _h_with(f: Facts, n) -> None:
+    f.withs.append(n)
+    for item in n.items:
+        expr = item.context_expr
+        if type(expr) is ast.Call and f.qual(expr.func) in ("torch.cuda.stream", "torch.cuda.StreamContext"):
+            if expr.args:
+                f.stream_withs.append((n, expr.args[0]))
+        if item.optional_vars is not None:
+            f._store_target(item.optional_vars, f.infer(expr), n)
+
+
+def _h_name(f: Facts, n) -> None:
+    if type(n.ctx) is ast.Load:
+        f.loads.append(n)
+
+
+def _h_attribute(f: Facts, n) -> None:
+    if type(n.ctx) is ast.Load and type(n.value) is ast.Name and n.value.id == f.self_name:
+        f.self_loads.append(n)
+
+
+def _h_delete(f: Facts, n) -> None:
+    for target in n.targets:
+        if type(target) is ast.Name:
+            f.dels.append((target.id, n))
+
+
+def _h_global(f: Facts, n) -> None:
+    f.global_names.update(n.names)
+
+
+def _h_import(f: Facts, n) -> None:
+    if type(f.fref.node) is ast.Module:
+        return
+    if f.local_imports is None:
+        f.local_imports = {}
+    add_import(n, f.module.modname, f.module.is_package, f.local_imports)
+
+
+def _h_yield(f: Facts, n) -> None:
+    if type(n.value) is ast.Name:
+        f.escapes.append((n.value.id, f._stmt))
+
+
+def _h_namedexpr(f: Facts, n) -> None:
+    f._store_target(n.target, f.infer(n.value), f._stmt)
+
+
+def _h_comprehension(f: Facts, n) -> None:
+    f._store_target(n.target, None, f._stmt, loop_target=True)
+
+
+_HANDLERS = {
+    ast.Assign: _h_assign,
+    ast.AnnAssign: _h_annassign,
+    ast.AugAssign: _h_augassign,
+    ast.If: _h_if,
+    ast.While: _h_if,
+    ast.Assert: _h_assert,
+    ast.IfExp: _h_ifexp,
+    ast.BoolOp: _h_boolop,
+    ast.UnaryOp: _h_unary,
+    ast.Call: _h_call,
+    ast.Subscript: _h_subscript,
+    ast.FormattedValue: _h_fstring,
+    ast.With: _h_with,
+    ast.AsyncWith: _h_with,
+    ast.Name: _h_name,
+    ast.Attribute: _h_attribute,
+    ast.Delete: _h_delete,
+    ast.Global: _h_global,
+    ast.Import: _h_import,
+    ast.ImportFrom: _h_import,
+    ast.Yield: _h_yield,
+    ast.NamedExpr: _h_namedexpr,
+    ast.comprehension: _h_comprehension,
+}
+
+_BUILTINS = frozenset(
+    "print bool int float complex str repr format open input len super isinstance range list dict iter next".split()
+)
+
+
+def _kw(call: ast.Call, name: str):
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def _device_literal(node) -> str | None:
+    """'cuda' / 'cpu' / None for a device argument we can read without running anything."""
+    t = type(node)
+    if t is ast.Constant and isinstance(node.value, str):
+        return node.value.split(":")[0]
+    if t is ast.Call:
+        parts = dotted(node.func)
+        if parts and parts[-1] == "device" and node.args:
+            return _device_literal(node.args[0])
+    return None
+
+
+def _is_cpu_device_call(e: ast.Call) -> bool:
+    target = e.args[0] if e.args else _kw(e, "device")
+    return target is not None and _device_literal(target) == "cpu"
+
+
+def _is_tensor_annotation(node) -> bool:
+    if type(node) is ast.Constant and isinstance(node.value, str):
+        text = node.value
+    else:
+        parts = dotted(node)
+        if parts is None:
+            return False
+        text = ".".join(parts)
+    return text in ("Tensor", "torch.Tensor")
+
+
+def _decorator_name(node) -> str | None:
+    parts = dotted(node.func if type(node) is ast.Call else node)
+    return parts[-1] if parts else None
+
+
+def _returns_kind(fn, module: ModuleIndex, qual: str):
+    ann = getattr(fn, "returns", None)
+    if ann is not None and _is_tensor_annotation(ann):
+        return TENSOR
+    return None
+
+
+def class_attrs(cls: ClassIndex, project: Project) -> ClassAttrs:
+    """Kinds of ``self.X`` from every method's assignments, and scalar attributes updated per call."""
+    out = ClassAttrs()
+    for name, node in cls.methods.items():
+        facts = project.fresh_facts(FuncRef(cls.module, node, cls, name))
+        for attr, stmt, value in facts.self_stores:
+            if value is not None:
+                kind = facts.infer(value)
+                if kind is not None:
+                    out.kinds.setdefault(attr, kind)
+                elif name != "__init__" and type(stmt) is ast.Assign and not _mentions_tensor(facts, value):
+                    out.scalar_updates.setdefault(attr, stmt.lineno)
+            elif type(stmt) is ast.AugAssign and type(stmt.value) is ast.Constant:
+                if isinstance(stmt.value.value, (int, float)) and not isinstance(stmt.value.value, bool):
+                    out.scalar_updates.setdefault(attr, stmt.lineno)
+        for call in facts.calls:
+            if call.meth in ("register_buffer", "register_parameter") and type(call.node.func.value) is ast.Name:
+                if call.node.func.value.id == facts.self_name and call.node.args:
+                    key = call.node.args[0]
+                    if type(key) is ast.Constant and isinstance(key.value, str):
+                        out.kinds.setdefault(key.value, TENSOR)
+            elif call.meth and call.meth.startswith("register_") and call.meth.endswith("hook"):
+                value = call.node.func.value
+                if type(value) is ast.Name and value.id == facts.self_name:
+                    out.hooks.append(call.node)
+    for attr in list(out.scalar_updates):
+        if is_tensor(out.kinds.get(attr)) or type(out.kinds.get(attr)) is tuple:
+            del out.scalar_updates[attr]
+    return out
+
+
+def _mentions_tensor(facts: Facts, value) -> bool:
+    if type(value) is ast.Constant:
+        return False
+    for node in ast.walk(value):
+        if type(node) is ast.Call:
+            return True  # a call's result is unknown: do not call it a scalar
+    return False
+
+
+def mutable_globals(module: ModuleIndex, project: Project) -> dict[str, int]:
+    """Module-level names that are rebound after they are first set (scalars that change per step)."""
+    out: dict[str, int] = {}
+    facts = project.module_facts(module)
+    if facts is None:
+        return out
+    seen: set[str] = set()
+    for store in facts.stores:
+        if is_tensor(store.kind) or type(store.kind) is tuple:
+            continue
+        if store.aug or store.loop or store.name in seen:
+            if not store.loop_target:
+                out.setdefault(store.name, store.node.lineno)
+        seen.add(store.name)
+    if "global" in module.text:
+        for name, node in module.defs.items():
+            fn_facts = project.fresh_facts(FuncRef(module, node, None, name))
+            for store in fn_facts.stores:
+                if store.name in fn_facts.global_names and not is_tensor(store.kind):
+                    out.setdefault(store.name, store.node.lineno)
+    for name in list(out):
+        if is_tensor(facts.kinds.get(name)) or type(facts.kinds.get(name)) is tuple:
+            del out[name]
+    return out

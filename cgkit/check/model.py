@@ -1,0 +1,156 @@
+"""The data the checker works with: rules, regions, findings.
+
+Everything here is plain data; the analysis lives in the other modules of :mod:`cgkit.check`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+
+CATEGORIES = (
+    "host-sync",
+    "host-code",
+    "dynamic-control-flow",
+    "dynamic-shape",
+    "python-scalar",
+    "static-address",
+    "rng",
+    "autocast-cache",
+    "pinned-memory",
+    "stream",
+    "optimizer",
+    "api-misuse",
+)
+
+# Region kinds, and the class that decides a rule's severity.
+MANUAL_KINDS = ("torch.cuda.graph", "capture_begin", "make_graphed_callables", "te.make_graphed_callables", "declared")
+COMPILE_KINDS = ("torch.compile",)
+CANDIDATE_KIND = "candidate"
+
+RULES_DOC = "references/rules.md"
+
+
+def kind_class(kind: str) -> str:
+    """``manual`` (capture fails or replays wrong), ``compile`` (graph break / partition) or ``candidate``."""
+    if kind in COMPILE_KINDS:
+        return "compile"
+    if kind == CANDIDATE_KIND:
+        return "candidate"
+    return "manual"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One check: identity, wording, severities per region class, and its documentation.
+
+    ``example`` and ``use_instead`` are complete, runnable programs: the fixture tests check that
+    the first is reported and the second is not, and the GPU test runs both under real capture.
+    ``gpu_check`` is Python run after the program; it must set ``ok`` (True = replayed right).
+    """
+
+    code: str
+    name: str
+    category: str
+    message: str  # what is wrong, under manual capture; may use {fields} of the hazard
+    fix: str
+    what: str
+    why: str
+    example: str
+    use_instead: str
+    manual: str | None = "error"  # severity under torch.cuda.graph / capture_begin / make_graphed_callables
+    compile: str | None = "warning"  # severity under torch.compile(mode="reduce-overhead"/"max-autotune")
+    compile_message: str | None = None
+    gpu_check: str = "ok = True"
+    gpu_skip: str | None = None  # why the GPU test cannot show the hazard, if it cannot
+    references: tuple[str, ...] = ()
+
+    @property
+    def anchor(self) -> str:
+        return f"{self.code.lower()}-{self.name}"
+
+    @property
+    def url(self) -> str:
+        return f"{RULES_DOC}#{self.anchor}"
+
+    def severity(self, klass: str) -> str | None:
+        if klass == "candidate":
+            return "info" if self.manual is not None else None
+        return self.compile if klass == "compile" else self.manual
+
+    def render_message(self, klass: str, args: dict) -> str:
+        template = self.compile_message if klass == "compile" and self.compile_message else self.message
+        try:
+            text = template.format(**args)
+        except (KeyError, IndexError, ValueError):
+            text = template
+        if klass == "candidate":
+            text = f"would block capture: {text}"
+        return text
+
+
+@dataclass
+class Finding:
+    path: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    code: str
+    name: str
+    category: str
+    severity: str
+    message: str
+    fix: str
+    region: dict | None = None  # {"kind", "line", "name", "path"}
+    chain: list[dict] = field(default_factory=list)  # [{"name", "line", "path", "call_line"}]
+    url: str = ""
+    cell: int | None = None  # notebooks: 1-based code cell; line is then the line within the cell
+
+    def sort_key(self):
+        return (self.path, self.cell or 0, self.line, self.col, self.code)
+
+    def chain_text(self) -> str:
+        if not self.region:
+            return ""
+        parts = [f"{self.region['name']} at L{self.region['line']}"]
+        for step in self.chain:
+            parts.append(f"{step['name']} L{step['line']}")
+        return " -> ".join(parts)
+
+    def to_dict(self) -> dict:
+        data = {
+            "path": self.path,
+            "line": self.line,
+            "col": self.col,
+            "end_line": self.end_line,
+            "end_col": self.end_col,
+            "code": self.code,
+            "name": self.name,
+            "category": self.category,
+            "severity": self.severity,
+            "message": self.message,
+            "fix": self.fix,
+            "region": self.region,
+            "chain": self.chain,
+            "url": self.url,
+        }
+        if self.cell is not None:
+            data["cell"] = self.cell
+        return data
+
+
+@dataclass
+class CheckResult:
+    findings: list[Finding]
+    errors: list[str]  # internal errors (the checker's own bugs); never user hazards
+    files: int = 0
+    lines: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        if self.errors:
+            return 2
+        return 1 if any(f.severity in ("error", "warning") for f in self.findings) else 0

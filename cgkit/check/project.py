@@ -1,0 +1,341 @@
+"""The project: the checked files, the files they import, and an index of each.
+
+Files are parsed once. The index of a file is shallow (imports, top-level functions, classes and
+their methods); everything deeper is computed on demand for the functions a region reaches.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from cgkit.check.names import add_import, canonical, dotted
+from cgkit.check.sources import Source
+
+_NESTED_BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.While, ast.AsyncFor)
+if hasattr(ast, "TryStar"):
+    _NESTED_BLOCKS = (*_NESTED_BLOCKS, ast.TryStar)
+FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _block_bodies(stmt):
+    for name in ("body", "orelse", "finalbody"):
+        body = getattr(stmt, name, None)
+        if body:
+            yield body
+    for handler in getattr(stmt, "handlers", ()) or ():
+        yield handler.body
+
+
+class FuncRef:
+    """A function (or a module's top-level code) that analysis can enter."""
+
+    __slots__ = ("module", "node", "cls", "name")
+
+    def __init__(self, module: ModuleIndex, node, cls: ClassIndex | None, name: str):
+        self.module = module
+        self.node = node
+        self.cls = cls
+        self.name = name
+
+    @property
+    def key(self) -> int:
+        return id(self.node)
+
+    @property
+    def display(self) -> str:
+        if type(self.node) is ast.Module:
+            return "<module>"
+        return f"{self.cls.name}.{self.name}()" if self.cls else f"{self.name}()"
+
+    @property
+    def line(self) -> int:
+        return getattr(self.node, "lineno", 1)
+
+
+class ClassIndex:
+    def __init__(self, module: ModuleIndex, node: ast.ClassDef):
+        self.module = module
+        self.node = node
+        self.name = node.name
+        self.methods: dict[str, ast.FunctionDef] = {}
+        stack = [node.body]
+        while stack:
+            for stmt in stack.pop():
+                if type(stmt) in FUNC_TYPES:
+                    self.methods.setdefault(stmt.name, stmt)
+                elif isinstance(stmt, _NESTED_BLOCKS):
+                    stack.extend(_block_bodies(stmt))
+        self._bases: list | None = None
+        self._attrs = None
+
+    def method_ref(self, name: str) -> FuncRef | None:
+        node = self.methods.get(name)
+        return FuncRef(self.module, node, self, name) if node is not None else None
+
+    def bases(self, project: Project) -> list:
+        """Resolved bases: ClassIndex for project classes, qualified-name strings otherwise."""
+        if self._bases is None:
+            self._bases = []
+            for base in self.node.bases:
+                target = self.module.resolve_expr(base, project)
+                if target is not None:
+                    self._bases.append(target)
+        return self._bases
+
+    def mro(self, project: Project, _depth: int = 0):
+        yield self
+        if _depth > 20:
+            return
+        for base in self.bases(project):
+            if isinstance(base, ClassIndex) and base is not self:
+                yield from base.mro(project, _depth + 1)
+
+    def find_method(self, name: str, project: Project) -> FuncRef | None:
+        for cls in self.mro(project):
+            node = cls.methods.get(name)
+            if node is not None:
+                return FuncRef(cls.module, node, cls, name)
+        return None
+
+    def is_module(self, project: Project) -> bool:
+        for cls in self.mro(project):
+            for base in cls.bases(project):
+                if isinstance(base, str) and (base.startswith("torch.nn.") or base.startswith("transformer_engine.")):
+                    return True
+        return False
+
+    def attrs(self, project: Project) -> ClassAttrs:
+        if self._attrs is None:
+            from cgkit.check.facts import class_attrs
+
+            self._attrs = ClassAttrs()  # seen while computing (a method that reads self.X)
+            self._attrs = class_attrs(self, project)
+        return self._attrs
+
+    def attr_kind(self, attr: str, project: Project):
+        for cls in self.mro(project):
+            kind = cls.attrs(project).kinds.get(attr)
+            if kind is not None:
+                return kind
+        return None
+
+
+class ClassAttrs:
+    """What a class's methods assign to ``self``: kinds of attributes and scalars mutated per step."""
+
+    def __init__(self):
+        self.kinds: dict[str, object] = {}
+        self.scalar_updates: dict[str, int] = {}  # attr -> line of an update outside __init__
+        self.hooks: list[ast.Call] = []  # self.register_*hook(...) calls
+
+
+class ModuleIndex:
+    def __init__(self, source: Source, tree: ast.Module, modname: str, is_package: bool, checked: bool):
+        self.source = source
+        self.path = source.path
+        self.text = source.text
+        self.tree = tree
+        self.modname = modname
+        self.is_package = is_package
+        self.checked = checked
+        self.imports: dict[str, str] = {}
+        self.defs: dict[str, ast.FunctionDef] = {}
+        self.classes: dict[str, ClassIndex] = {}
+        self._lines: list[str] | None = None
+        self._mutable_globals: dict[str, int] | None = None
+        stack = [tree.body]
+        while stack:
+            for stmt in stack.pop():
+                t = type(stmt)
+                if t is ast.Import or t is ast.ImportFrom:
+                    add_import(stmt, modname, is_package, self.imports)
+                elif t in FUNC_TYPES:
+                    self.defs[stmt.name] = stmt
+                elif t is ast.ClassDef:
+                    self.classes[stmt.name] = ClassIndex(self, stmt)
+                elif isinstance(stmt, _NESTED_BLOCKS):
+                    stack.extend(_block_bodies(stmt))
+        self.body_ref = FuncRef(self, tree, None, "<module>")
+
+    @property
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = self.text.split("\n")
+        return self._lines
+
+    def qual(self, node: ast.expr, local_imports: dict[str, str] | None = None) -> str | None:
+        """Qualified name of a dotted expression, or None (a local variable, a call result...)."""
+        parts = dotted(node)
+        if parts is None:
+            return None
+        head = parts[0]
+        base = None
+        if local_imports:
+            base = local_imports.get(head)
+        if base is None:
+            base = self.imports.get(head)
+        if base is None:
+            if head in self.defs or head in self.classes:
+                base = f"{self.modname}.{head}" if self.modname else head
+            else:
+                return None
+        if len(parts) > 1:
+            return canonical(base + "." + ".".join(parts[1:]))
+        return canonical(base)
+
+    def resolve_expr(self, node: ast.expr, project: Project, local_imports=None):
+        """A name in this module -> ClassIndex / FuncRef for project code, else its qualified name."""
+        parts = dotted(node)
+        if parts is None:
+            return None
+        if len(parts) == 1 and not (local_imports and parts[0] in local_imports):
+            name = parts[0]
+            if name in self.classes:
+                return self.classes[name]
+            if name in self.defs:
+                return FuncRef(self, self.defs[name], None, name)
+        qual = self.qual(node, local_imports)
+        if qual is None:
+            return None
+        target = project.lookup(qual)
+        return target if target is not None else qual
+
+    def mutable_globals(self, project: Project) -> dict[str, int]:
+        if self._mutable_globals is None:
+            self._mutable_globals = {}
+            from cgkit.check.facts import mutable_globals
+
+            self._mutable_globals = mutable_globals(self, project)
+        return self._mutable_globals
+
+
+class Project:
+    def __init__(self):
+        self.modules: dict[str, ModuleIndex] = {}  # by module name
+        self.by_path: dict[str, ModuleIndex] = {}
+        self.checked: list[ModuleIndex] = []
+        self.roots: list[str] = []  # import roots (where top-level packages/modules live)
+        self.allowed: list[str] = []  # files outside the checked set may be loaded from here
+        self._missing: set[str] = set()
+        self.facts_cache: dict[int, object] = {}
+        self.param_seeds: dict[int, dict[str, object]] = {}
+        self.loader = None  # callable(path) -> ModuleIndex | None (set by the engine)
+
+    # -- module naming -------------------------------------------------------------------------
+    @staticmethod
+    def module_name(path: str) -> tuple[str, bool, str]:
+        """(dotted module name, is package, import root) of a file, from the __init__.py above it."""
+        path = os.path.abspath(path)
+        directory, filename = os.path.split(path)
+        stem = filename.rsplit(".", 1)[0]
+        is_package = stem == "__init__"
+        parts = [] if is_package else [stem]
+        while os.path.isfile(os.path.join(directory, "__init__.py")):
+            directory, pkg = os.path.split(directory)
+            parts.append(pkg)
+            if not pkg:
+                break
+        parts.reverse()
+        name = ".".join(parts)
+        return name, is_package, directory
+
+    def add(self, mod: ModuleIndex, root: str) -> None:
+        self.by_path[os.path.abspath(mod.path)] = mod
+        if mod.modname:
+            self.modules.setdefault(mod.modname, mod)
+        if root not in self.roots:
+            self.roots.append(root)
+
+    # -- facts -------------------------------------------------------------------------------
+    def facts(self, fref: FuncRef):
+        facts = self.facts_cache.get(fref.key)
+        if facts is None:
+            from cgkit.check.facts import Facts
+
+            facts = Facts(fref, self)
+            self.facts_cache[fref.key] = facts
+            facts.scan()
+        return facts
+
+    def fresh_facts(self, fref: FuncRef):
+        """Facts for a side question (attribute kinds, globals), not cached: the cached ones
+        should see the argument kinds of the call that reaches the function first."""
+        cached = self.facts_cache.get(fref.key)
+        if cached is not None:
+            return cached
+        from cgkit.check.facts import Facts
+
+        facts = Facts(fref, self)
+        facts.scan()
+        return facts
+
+    def seed(self, fref: FuncRef, kinds: dict) -> None:
+        """Argument kinds known at a call site, for a function not analysed yet."""
+        if fref.key in self.facts_cache or not kinds:
+            return
+        seeds = self.param_seeds.setdefault(fref.key, {})
+        for name, kind in kinds.items():
+            seeds.setdefault(name, kind)
+
+    def module_facts(self, module: ModuleIndex):
+        return self.facts(module.body_ref)
+
+    # -- lookups -------------------------------------------------------------------------------
+    def module(self, modname: str) -> ModuleIndex | None:
+        mod = self.modules.get(modname)
+        if mod is not None or modname in self._missing or self.loader is None:
+            return mod
+        self._missing.add(modname)
+        rel = modname.replace(".", os.sep)
+        for root in self.roots:
+            for candidate in (os.path.join(root, rel + ".py"), os.path.join(root, rel, "__init__.py")):
+                if os.path.isfile(candidate) and self._is_allowed(candidate):
+                    mod = self.loader(candidate)
+                    if mod is not None:
+                        self.modules[modname] = mod
+                        self._missing.discard(modname)
+                        return mod
+        return None
+
+    def _is_allowed(self, path: str) -> bool:
+        path = os.path.abspath(path)
+        if path in self.by_path:
+            return True
+        return any(path.startswith(d + os.sep) for d in self.allowed)
+
+    def lookup(self, qual: str, _depth: int = 0):
+        """A qualified name -> FuncRef / ClassIndex / ModuleIndex defined in the project, else None."""
+        if _depth > 4 or not qual:
+            return None
+        parts = qual.split(".")
+        for cut in range(len(parts), 0, -1):
+            modname = ".".join(parts[:cut])
+            mod = self.modules.get(modname)
+            if mod is None:
+                if parts[0] in ("torch", "numpy", "os", "sys", "typing", "collections", "builtins", "logging", "math"):
+                    # Never load library code on demand unless it is part of the checked project.
+                    if not any(m.startswith(parts[0]) for m in self.modules):
+                        return None
+                mod = self.module(modname)
+            if mod is None:
+                continue
+            rest = parts[cut:]
+            if not rest:
+                return mod
+            name = rest[0]
+            if len(rest) == 1:
+                if name in mod.defs:
+                    return FuncRef(mod, mod.defs[name], None, name)
+                if name in mod.classes:
+                    return mod.classes[name]
+            elif len(rest) == 2 and name in mod.classes:
+                ref = mod.classes[name].method_ref(rest[1])
+                if ref is not None:
+                    return ref
+            if name in mod.imports:  # a re-export: follow it
+                target = mod.imports[name]
+                if target != qual:
+                    return self.lookup(".".join([target, *rest[1:]]), _depth + 1)
+            return None
+        return None

@@ -1,0 +1,392 @@
+"""Where capture happens.
+
+Region kinds:
+
+* ``torch.cuda.graph``: the body of ``with torch.cuda.graph(g):`` (any import or alias form);
+* ``capture_begin``: the statements between ``g.capture_begin()`` and ``g.capture_end()``;
+* ``torch.compile``: a function or module ``forward`` compiled with a CUDA-graph mode
+  (``mode="reduce-overhead"`` / ``"max-autotune"``, ``options={"triton.cudagraphs": True}``,
+  ``backend="cudagraphs"``), as a decorator or a call;
+* ``make_graphed_callables`` / ``te.make_graphed_callables``: each callable passed (a module's
+  ``forward``, or a function), alone or in a tuple/list;
+* ``declared``: functions named in ``--region`` or ``[tool.cgkit] regions``;
+* ``candidate``: with no region anywhere, each ``nn.Module.forward`` and training-step function.
+
+Finding regions costs almost nothing for files without any: a regex finds the lines that could
+hold one, and only statements spanning those lines are looked at.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+
+from cgkit.check.model import kind_class
+from cgkit.check.names import add_import, dotted
+from cgkit.check.project import _NESTED_BLOCKS, FUNC_TYPES, ClassIndex, FuncRef, ModuleIndex, Project
+
+_WORDS = ("graph", "capture_begin", "compile", "make_graphed_callables")
+_BASE_RE = re.compile(r"\b(?:graph|capture_begin|compile|make_graphed_callables)\b")
+_GRAPH_QUALS = ("torch.cuda.graph",)
+_COMPILE_QUALS = ("torch.compile",)
+_MGC_QUALS = {
+    "torch.cuda.make_graphed_callables": "make_graphed_callables",
+    "transformer_engine.pytorch.make_graphed_callables": "te.make_graphed_callables",
+}
+_CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+_BLOCKS = (*_NESTED_BLOCKS, ast.Match)
+_STEP_NAME = re.compile(r"^(?:train(?:ing)?_?(?:step|iter|iteration|batch|one_step|one_batch)|step_fn|train_fn)$")
+
+
+class Region:
+    def __init__(self, kind: str, module: ModuleIndex, node, stmt, name: str):
+        self.kind = kind
+        self.klass = kind_class(kind)
+        self.module = module
+        self.node = node  # the with-item call / capture_begin call / compile or graphing call / def
+        self.stmt = stmt  # the statement holding it
+        self.name = name
+        self.line = getattr(node, "lineno", 1)
+        self.scope: FuncRef | None = None  # the function around a with/capture_begin region
+        self.span: tuple[int, int] | None = None  # lines captured inside ``scope``
+        self.ancestors: list[ast.stmt] = []  # enclosing statements inside ``scope``
+        self.roots: list[FuncRef] = []  # functions that are captured as a whole
+        self.graph_expr = None  # ``g`` in torch.cuda.graph(g) / g.capture_begin()
+        self.targets: list[ast.expr] = []  # callables passed to make_graphed_callables / compile
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "line": self.line, "name": self.name, "path": self.module.path}
+
+
+def find_regions(module: ModuleIndex, project: Project) -> list[Region]:
+    text = module.text
+    aliases = [name for name, qual in module.imports.items() if _is_region_qual(qual) and name not in _WORDS]
+    if aliases:
+        words = "|".join(map(re.escape, [*_WORDS, *aliases]))
+        pattern = re.compile(rf"\b(?:{words})\b")
+    else:
+        pattern = _BASE_RE
+    if pattern.search(text) is None:
+        return []
+    starts = [0]
+    starts.extend(m.end() for m in re.finditer("\n", text))
+    hits = sorted({bisect.bisect_right(starts, m.start()) for m in pattern.finditer(text)})
+    finder = _Finder(module, project, hits)
+    finder.block(module.tree.body, module.body_ref, None, [])
+    return finder.regions
+
+
+def _is_region_qual(qual: str) -> bool:
+    return qual in _GRAPH_QUALS or qual in _COMPILE_QUALS or qual in _MGC_QUALS or qual in ("torch", "torch.cuda", "transformer_engine.pytorch")
+
+
+class _Finder:
+    def __init__(self, module: ModuleIndex, project: Project, hits: list[int]):
+        self.module = module
+        self.project = project
+        self.hits = hits
+        self.regions: list[Region] = []
+        self.local_imports: dict[int, dict[str, str]] = {}
+
+    def _spans_hit(self, lo: int, hi: int) -> bool:
+        i = bisect.bisect_left(self.hits, lo)
+        return i < len(self.hits) and self.hits[i] <= hi
+
+    def block(self, stmts, scope: FuncRef, cls: ClassIndex | None, ancestors: list) -> None:
+        for index, stmt in enumerate(stmts):
+            lo = stmt.lineno
+            decorators = getattr(stmt, "decorator_list", None)
+            if decorators:
+                lo = min(lo, *(d.lineno for d in decorators))
+            if not self._spans_hit(lo, stmt.end_lineno):
+                continue
+            t = type(stmt)
+            if t in FUNC_TYPES:
+                ref = FuncRef(self.module, stmt, cls, stmt.name)
+                for dec in stmt.decorator_list:
+                    if type(dec) is ast.Call and self._qual(scope, dec.func) in _COMPILE_QUALS and _cudagraph_mode(dec):
+                        region = Region("torch.compile", self.module, dec, stmt, f"@torch.compile {ref.display}")
+                        region.roots.append(ref)
+                        region.scope = scope
+                        self.regions.append(region)
+                self.block(stmt.body, ref, None, [])
+                continue
+            if t is ast.ClassDef:
+                inner = self.module.classes.get(stmt.name)
+                if inner is None or inner.node is not stmt:
+                    inner = ClassIndex(self.module, stmt)
+                self.block(stmt.body, scope, inner, [])
+                continue
+            self._header(stmt, stmts, index, scope, ancestors)
+            if isinstance(stmt, _BLOCKS):
+                inner_anc = [*ancestors, stmt]
+                for name in ("body", "orelse", "finalbody"):
+                    body = getattr(stmt, name, None)
+                    if body:
+                        self.block(body, scope, cls, inner_anc)
+                for handler in getattr(stmt, "handlers", ()) or ():
+                    self.block(handler.body, scope, cls, inner_anc)
+                for case in getattr(stmt, "cases", ()) or ():
+                    self.block(case.body, scope, cls, inner_anc)
+
+    def _qual(self, scope: FuncRef, node) -> str | None:
+        local = None
+        if type(scope.node) is not ast.Module:
+            local = self.local_imports.get(id(scope.node))
+            if local is None:
+                local = {}
+                for stmt in scope.node.body:
+                    if type(stmt) in (ast.Import, ast.ImportFrom):
+                        add_import(stmt, self.module.modname, self.module.is_package, local)
+                self.local_imports[id(scope.node)] = local
+        return self.module.qual(node, local or None)
+
+    def _header(self, stmt, stmts, index, scope: FuncRef, ancestors) -> None:
+        t = type(stmt)
+        if t in (ast.With, ast.AsyncWith):
+            for item in stmt.items:
+                expr = item.context_expr
+                if type(expr) is ast.Call and self._qual(scope, expr.func) in _GRAPH_QUALS:
+                    region = Region("torch.cuda.graph", self.module, expr, stmt, f"with {_short(expr)}")
+                    region.scope = scope
+                    region.span = (stmt.body[0].lineno, stmt.end_lineno)
+                    region.ancestors = list(ancestors)
+                    region.graph_expr = expr.args[0] if expr.args else _kwarg(expr, "cuda_graph")
+                    self.regions.append(region)
+            exprs = [item.context_expr for item in stmt.items]
+        elif isinstance(stmt, _NESTED_BLOCKS):
+            exprs = [getattr(stmt, name) for name in ("test", "iter") if getattr(stmt, name, None) is not None]
+        else:
+            exprs = [stmt]
+        for expr in exprs:
+            for node in ast.walk(expr):
+                if type(node) is not ast.Call:
+                    continue
+                func = node.func
+                if type(func) is ast.Attribute and func.attr == "capture_begin":
+                    self._capture_begin(node, stmt, stmts, index, scope, ancestors)
+                    continue
+                if type(func) is ast.Call:  # torch.compile(mode=...)(fn)
+                    if self._qual(scope, func.func) in _COMPILE_QUALS and not func.args and _cudagraph_mode(func):
+                        self._compiled(node, func, node.args[0] if node.args else None, stmt, scope, ancestors)
+                    continue
+                qual = self._qual(scope, func)
+                if qual is None:
+                    continue
+                if qual in _COMPILE_QUALS and _cudagraph_mode(node):
+                    target = node.args[0] if node.args else _kwarg(node, "model")
+                    if target is not None:
+                        self._compiled(node, node, target, stmt, scope, ancestors)
+                elif qual in _MGC_QUALS:
+                    target = node.args[0] if node.args else (_kwarg(node, "callables") or _kwarg(node, "modules"))
+                    region = Region(_MGC_QUALS[qual], self.module, node, stmt, _short(node))
+                    region.scope = scope
+                    region.ancestors = list(ancestors)
+                    if target is not None:
+                        region.targets = _flatten(target)
+                        region.roots = self._resolve_targets(region.targets, scope, stmt.lineno)
+                        # Graphed callables take tensors only: their parameters are tensors.
+                        from cgkit.check.calls import positional_params
+                        from cgkit.check.facts import TENSOR
+
+                        for root in region.roots:
+                            self.project.seed(root, {p: TENSOR for p in positional_params(root)})
+                    self.regions.append(region)
+
+    def _compiled(self, node, compile_call, target, stmt, scope, ancestors) -> None:
+        region = Region("torch.compile", self.module, node, stmt, _short(compile_call))
+        region.scope = scope
+        region.ancestors = list(ancestors)
+        if target is not None:
+            region.targets = [target]
+            region.roots = self._resolve_targets([target], scope, stmt.lineno)
+        self.regions.append(region)
+
+    def _capture_begin(self, call, stmt, stmts, index, scope, ancestors) -> None:
+        end_stmt = None
+        for later in stmts[index + 1 :]:
+            if "capture_end" in _call_attrs(later):
+                end_stmt = later
+                break
+        region = Region("capture_begin", self.module, call, stmt, f"{_short(call.func.value)}.capture_begin()")
+        region.scope = scope
+        region.ancestors = list(ancestors)
+        region.graph_expr = call.func.value
+        first = stmts[index + 1].lineno if index + 1 < len(stmts) else stmt.end_lineno
+        last = end_stmt.lineno - 1 if end_stmt is not None else stmts[-1].end_lineno
+        region.span = (first, max(first, last))
+        self.regions.append(region)
+
+    def _resolve_targets(self, targets, scope: FuncRef, line: int) -> list[FuncRef]:
+        facts = self.project.facts(scope)
+        out: list[FuncRef] = []
+        for target in targets:
+            out.extend(resolve_callable(facts, target, line, self.project))
+        return out
+
+
+def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) -> list[FuncRef]:
+    """What a callable expression runs when called: a module's forward, a function, a method."""
+    if _depth > 4:
+        return []
+    t = type(expr)
+    if t is ast.Name:
+        name = expr.id
+        if name in facts.local_defs:
+            return [FuncRef(facts.module, facts.local_defs[name], None, name)]
+        kind = kind_at(facts, name, line)
+        if kind is None and name not in facts.params and not any(s.name == name for s in facts.stores):
+            target = facts.module.resolve_expr(expr, project, facts.local_imports)
+            if isinstance(target, FuncRef):
+                return [target]
+            return []
+        return kind_targets(kind, facts, project, _depth)
+    if t is ast.Attribute:
+        value = expr.value
+        if type(value) is ast.Name and value.id == facts.self_name and facts.cls is not None:
+            method = facts.cls.find_method(expr.attr, project)
+            if method is not None:
+                return [method]
+            return kind_targets(facts.cls.attr_kind(expr.attr, project), facts, project, _depth)
+        owner = facts.infer(value)
+        if type(owner) is tuple and owner[0] == "inst":
+            method = owner[1].find_method(expr.attr, project)
+            return [method] if method is not None else []
+        kind = facts.infer(expr)
+        if kind is not None:
+            return kind_targets(kind, facts, project, _depth)
+        target = facts.module.resolve_expr(expr, project, facts.local_imports) if dotted(expr) else None
+        if isinstance(target, FuncRef):
+            return [target]
+        return []
+    if t is ast.Call:
+        return kind_targets(facts.infer(expr), facts, project, _depth)
+    return []
+
+
+def kind_targets(kind, facts, project: Project, depth: int = 0) -> list[FuncRef]:
+    if type(kind) is not tuple:
+        return []
+    tag = kind[0]
+    if tag == "inst":
+        method = kind[1].find_method("forward", project)
+        if method is None:
+            method = kind[1].find_method("__call__", project)
+        return [method] if method is not None else []
+    if tag == "ddp":
+        return kind_targets(kind[2], facts, project, depth + 1) if len(kind) > 2 else []
+    if tag == "compiled":
+        call = kind[1]
+        target = call.args[0] if call.args else None
+        if target is not None:
+            return resolve_callable(facts, target, call.lineno, project, depth + 1)
+    return []
+
+
+def kind_at(facts, name: str, line: int):
+    """The kind of ``name`` as last assigned before ``line`` (``model = torch.compile(model)``)."""
+    kind = None
+    found = False
+    for store in facts.stores:
+        if store.name == name and store.node.lineno < line:
+            kind = store.kind
+            found = True
+    if not found:
+        return facts.kind_of_name(name)
+    return kind
+
+
+def declared_regions(module: ModuleIndex, names: list[str]) -> list[Region]:
+    out = []
+    for spec in names:
+        cls_name, _, meth = spec.partition(".")
+        if meth:
+            cls = module.classes.get(cls_name)
+            node = cls.methods.get(meth) if cls else None
+            if node is not None:
+                out.append(_root_region("declared", module, FuncRef(module, node, cls, meth), f"declared region {spec}"))
+        elif spec in module.defs:
+            node = module.defs[spec]
+            out.append(_root_region("declared", module, FuncRef(module, node, None, spec), f"declared region {spec}"))
+        elif spec in module.classes:
+            cls = module.classes[spec]
+            node = cls.methods.get("forward")
+            if node is not None:
+                out.append(_root_region("declared", module, FuncRef(module, node, cls, "forward"), f"declared region {spec}"))
+    return out
+
+
+def candidate_regions(module: ModuleIndex, project: Project) -> list[Region]:
+    out = []
+    for cls in module.classes.values():
+        node = cls.methods.get("forward")
+        if node is not None and cls.is_module(project):
+            out.append(_root_region("candidate", module, FuncRef(module, node, cls, "forward"), f"candidate region {cls.name}.forward"))
+    text = module.text
+    backward_lines = None
+    if ".backward(" in text:
+        starts = [0]
+        starts.extend(m.end() for m in re.finditer("\n", text))
+        backward_lines = sorted({bisect.bisect_right(starts, m.start()) for m in re.finditer(r"\.backward\(", text)})
+    for name, node in module.defs.items():
+        if _STEP_NAME.match(name) or (backward_lines and _has_line(backward_lines, node.lineno, node.end_lineno) and "step" in name):
+            out.append(_root_region("candidate", module, FuncRef(module, node, None, name), f"candidate region {name}()"))
+    return out
+
+
+def _has_line(lines, lo, hi) -> bool:
+    i = bisect.bisect_left(lines, lo)
+    return i < len(lines) and lines[i] <= hi
+
+
+def _root_region(kind: str, module: ModuleIndex, ref: FuncRef, name: str) -> Region:
+    region = Region(kind, module, ref.node, ref.node, name)
+    region.roots = [ref]
+    return region
+
+
+def _cudagraph_mode(call: ast.Call) -> bool:
+    for kw in call.keywords:
+        value = kw.value
+        if kw.arg == "mode" and type(value) is ast.Constant and value.value in _CUDAGRAPH_MODES:
+            return True
+        if kw.arg == "backend" and type(value) is ast.Constant and value.value == "cudagraphs":
+            return True
+        if kw.arg == "options" and type(value) is ast.Dict:
+            for key, val in zip(value.keys, value.values, strict=False):
+                if type(key) is ast.Constant and key.value == "triton.cudagraphs" and type(val) is ast.Constant and val.value is True:
+                    return True
+    return False
+
+
+def _kwarg(call: ast.Call, name: str):
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def _flatten(expr) -> list:
+    if type(expr) in (ast.Tuple, ast.List):
+        out = []
+        for elt in expr.elts:
+            out.extend(_flatten(elt))
+        return out
+    return [expr]
+
+
+def _call_attrs(stmt) -> set[str]:
+    out = set()
+    for node in ast.walk(stmt):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute:
+            out.add(node.func.attr)
+    return out
+
+
+def _short(node) -> str:
+    try:
+        text = ast.unparse(node)
+    except Exception:  # noqa: BLE001
+        return "region"
+    return text if len(text) <= 50 else text[:47] + "..."

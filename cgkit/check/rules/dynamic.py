@@ -1,0 +1,240 @@
+"""CG2xx: dynamic control flow and data-dependent shapes."""
+
+from __future__ import annotations
+
+import ast
+
+from cgkit.check.facts import CPU, MASK, is_tensor
+from cgkit.check.model import Rule
+from cgkit.check.rules._base import code, h, text_of
+
+RULES = [
+    Rule(
+        code="CG201",
+        name="tensor-condition",
+        category="dynamic-control-flow",
+        message="Python control flow on a tensor value: the branch is read on the host; capture fails here",
+        compile_message="Python control flow on a tensor value: graph break here",
+        fix="Compute both sides and select with `torch.where(cond, a, b)`; or move the decision outside the region.",
+        what="Checks for `if`, `while`, `assert`, `and`/`or`/`not` and conditional expressions whose condition is a tensor.",
+        why="Python decides a branch on the host, so a tensor condition is converted to `bool`, which "
+        "waits for the GPU. Under manual capture this fails. Even when the condition is computed "
+        "before capture, a graph records only the branch that was taken and replays it forever. "
+        "Under `torch.compile` the condition causes a graph break.",
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                if x.sum() > 0:
+                    y = x * 2
+                else:
+                    y = x
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = torch.where(x.sum() > 0, x * 2, x)
+            g.replay()
+        """),
+        gpu_check="ok = torch.equal(y, x * 2 if x.sum() > 0 else x)",
+    ),
+    Rule(
+        code="CG202",
+        name="dynamic-shape-op",
+        category="dynamic-shape",
+        message="`{what}` has an output size that depends on the data; capture fails here",
+        compile_message="`{what}` has a data-dependent output size: graph break (or an eager partition) here",
+        fix="Use a fixed-size formulation: a mask (`torch.where(m, x, 0)`), `nonzero_static(size=...)`, or padding to a maximum size.",
+        what="Checks for ops whose output shape depends on tensor values: `nonzero`, `argwhere`, one-argument "
+        "`torch.where`, `masked_select`, `unique`, `unique_consecutive` and `bincount`.",
+        why="A graph has fixed shapes, and to allocate these outputs the host must first read how many "
+        "elements there are, which synchronizes. Under manual capture this fails; under `torch.compile` "
+        "it breaks the graph or leaves the op in a partition that is not captured.",
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                idx = x.nonzero()
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                positive = torch.where(x > 0, x, 0.0)  # same shape every time
+            g.replay()
+        """),
+        gpu_check="ok = torch.equal(positive, torch.where(x > 0, x, 0.0))",
+    ),
+    Rule(
+        code="CG203",
+        name="boolean-mask-index",
+        category="dynamic-shape",
+        message="indexing with a boolean mask returns a data-dependent number of elements; capture fails here",
+        compile_message="indexing with a boolean mask has a data-dependent size: graph break (or an eager partition) here",
+        fix="Keep the shape: `torch.where(mask, x, 0)` (then reduce), or `x.masked_fill(~mask, 0)`.",
+        what="Checks for reading `x[mask]` with a boolean tensor mask inside a captured region.",
+        why="`x[mask]` is `masked_select` in disguise: the host must read how many elements are true to "
+        "size the result. Assigning through a mask (`x[mask] = 0`) keeps the shape and is fine.",
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                total = x[x > 0].sum()
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                total = torch.where(x > 0, x, 0.0).sum()
+            g.replay()
+        """),
+        gpu_check="ok = torch.allclose(total, x[x > 0].sum())",
+    ),
+    Rule(
+        code="CG204",
+        name="tensor-slice-bound",
+        category="dynamic-shape",
+        message="a slice bound `{what}` is a tensor: the host reads it to size the view; capture fails here",
+        compile_message="a slice bound `{what}` is a tensor: graph break (data-dependent size) here",
+        fix="Slice with Python ints fixed at capture time, or keep the full shape and mask the unused part.",
+        what="Checks for slicing with bounds that are tensors, such as `x[lengths[0]:lengths[1]]`.",
+        why="A slice is computed on the host, so tensor bounds are read back from the GPU, which "
+        "synchronizes; and the view's size changes with the data, which a graph cannot follow.",
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            bounds = torch.tensor([8, 24], device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                part = x[bounds[0] : bounds[1]].sum()
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            bounds = torch.tensor([8, 24], device="cuda")
+            pos = torch.arange(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                inside = (pos >= bounds[0]) & (pos < bounds[1])
+                part = torch.where(inside, x, 0.0).sum()
+            g.replay()
+        """),
+        gpu_check="ok = torch.allclose(part, x[8:24].sum())",
+    ),
+    Rule(
+        code="CG205",
+        name="repeat-interleave-no-output-size",
+        category="dynamic-shape",
+        message="`repeat_interleave` with tensor repeats and no `output_size` sums the repeats on the host; capture fails here",
+        compile_message="`repeat_interleave` with tensor repeats and no `output_size`: data-dependent size, graph break here",
+        fix="Pass `output_size=` (the known total length) so no host read is needed.",
+        what="Checks for `repeat_interleave` with a tensor of repeats and no `output_size` argument.",
+        why="Without `output_size`, PyTorch sums the repeats on the host to size the output, which "
+        "synchronizes. With `output_size` the size is known and the op can be captured.",
+        example=code("""
+            import torch
+
+            x = torch.randn(4, device="cuda")
+            reps = torch.tensor([1, 2, 3, 2], device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x.repeat_interleave(reps)
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(4, device="cuda")
+            reps = torch.tensor([1, 2, 3, 2], device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x.repeat_interleave(reps, output_size=8)
+            g.replay()
+        """),
+        gpu_check="ok = torch.equal(y, x.repeat_interleave(reps))",
+    ),
+]
+
+_SHAPE_FUNCS = {
+    "torch.nonzero": "torch.nonzero",
+    "torch.argwhere": "torch.argwhere",
+    "torch.masked_select": "torch.masked_select",
+    "torch.unique": "torch.unique",
+    "torch.unique_consecutive": "torch.unique_consecutive",
+    "torch.bincount": "torch.bincount",
+}
+_SHAPE_METHODS = {"nonzero", "argwhere", "masked_select", "bincount"}
+_SHAPE_METHODS_NEED_TENSOR = {"unique", "unique_consecutive"}
+
+
+def scan(f):
+    for expr, stmt in f.conds:
+        if is_tensor(f.infer(expr)):
+            yield h("CG201", expr, stmt)
+    for c in f.calls:
+        node = c.node
+        q = c.qual
+        if q is not None:
+            if q in _SHAPE_FUNCS:
+                yield h("CG202", node, c.stmt, what=_SHAPE_FUNCS[q])
+            elif q == "torch.where" and len(node.args) == 1 and not node.keywords:
+                yield h("CG202", node, c.stmt, what="torch.where(condition)")
+            elif q == "torch.repeat_interleave" and c.kwarg("output_size") is None:
+                if len(node.args) == 1 and not node.keywords:
+                    yield h("CG205", node, c.stmt)
+                else:
+                    reps = c.arg(1, "repeats")
+                    if reps is not None and is_tensor(f.infer(reps)):
+                        yield h("CG205", node, c.stmt)
+        elif c.meth is not None:
+            m = c.meth
+            if type(c.recv) is tuple or c.recv is CPU:
+                continue
+            if m in _SHAPE_METHODS or (m in _SHAPE_METHODS_NEED_TENSOR and is_tensor(c.recv)):
+                yield h("CG202", node, c.stmt, what=f".{m}()")
+            elif m == "repeat_interleave" and c.kwarg("output_size") is None:
+                reps = c.arg(0, "repeats")
+                if reps is not None and is_tensor(f.infer(reps)):
+                    yield h("CG205", node, c.stmt)
+    for sub, stmt in f.subscripts:
+        index = sub.slice
+        items = index.elts if type(index) is ast.Tuple else (index,)
+        value_kind = None
+        for item in items:
+            if type(item) is ast.Slice:
+                for bound in (item.lower, item.upper, item.step):
+                    if bound is not None and is_tensor(f.infer(bound)):
+                        yield h("CG204", bound, stmt, what=text_of(bound))
+                        break
+                continue
+            if type(item) is ast.Compare and _same(item.left, sub.value) and not _identity_compare(item):
+                yield h("CG203", sub, stmt)
+                continue
+            kind = f.infer(item)
+            if kind is MASK:
+                if value_kind is None:
+                    value_kind = f.infer(sub.value)
+                if value_kind is not CPU:
+                    yield h("CG203", sub, stmt)
+
+
+def _same(a, b) -> bool:
+    return type(a) is type(b) and ast.dump(a) == ast.dump(b)
+
+
+def _identity_compare(node: ast.Compare) -> bool:
+    return any(type(op) in (ast.Is, ast.IsNot, ast.In, ast.NotIn) for op in node.ops)

@@ -1,0 +1,259 @@
+"""CG3xx: host-to-device transfers and memory management inside a region."""
+
+from __future__ import annotations
+
+import ast
+
+from cgkit.check.facts import CPU, TENSOR, _device_literal, is_tensor
+from cgkit.check.model import Rule
+from cgkit.check.rules._base import code, h, is_true, text_of
+
+_COPY_NOTE = (
+    "During capture PyTorch refuses copies between a CUDA tensor and a CPU tensor that is not "
+    "pinned (\"Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the CPU "
+    "tensor is pinned\"). Under `torch.compile` the copy is not captured: it stays in an eager partition."
+)
+
+RULES = [
+    Rule(
+        code="CG301",
+        name="tensor-from-host-data",
+        category="pinned-memory",
+        message="`{what}` builds a GPU tensor from host data: a pageable host-to-device copy; capture fails here",
+        compile_message="`{what}` builds a GPU tensor from host data: the copy runs outside the graph",
+        fix="Create the tensor once before capture and reuse it (update it with `copy_()` or `fill_()` between replays).",
+        what="Checks for `torch.tensor(...)` / `torch.as_tensor(...)` with a non-CPU `device=` inside a captured region.",
+        why="The data starts in Python objects on the host, so creating the GPU tensor is a copy from "
+        "pageable memory. " + _COPY_NOTE + " Even if such a copy were recorded, the graph would replay "
+        "the values seen at capture.",
+        example=code("""
+            import torch
+
+            x = torch.randn(2, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                w = torch.tensor([0.5, 2.0], device="cuda")
+                y = x * w
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(2, device="cuda")
+            w = torch.tensor([0.5, 2.0], device="cuda")  # created once, before capture
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * w
+            g.replay()
+        """),
+        gpu_check="ok = torch.allclose(y, x * torch.tensor([0.5, 2.0], device='cuda'))",
+    ),
+    Rule(
+        code="CG302",
+        name="pageable-host-to-device",
+        category="pinned-memory",
+        message="`{what}` copies a host tensor to the GPU inside the region; capture fails here",
+        compile_message="`{what}` copies a host tensor to the GPU: the copy is not captured",
+        fix="Give the graph a static GPU input tensor and `copy_()` new data into it before each `replay()`.",
+        what="Checks for `.cuda()` / `.to(\"cuda\")` (with or without `non_blocking=True`) on a host tensor inside a captured region.",
+        why="Moving a CPU tensor to the GPU inside the region copies from pageable memory. " + _COPY_NOTE
+        + " `non_blocking=True` does not help: from pageable memory the copy is still staged through "
+        "the host, and sync debug mode does not flag it.",
+        example=code("""
+            import torch
+
+            host = torch.randn(64)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = host.cuda() * 2
+        """),
+        use_instead=code("""
+            import torch
+
+            host = torch.randn(64)
+            static = torch.empty(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = static * 2
+            static.copy_(host)  # before each replay, outside the graph
+            g.replay()
+        """),
+        gpu_check="ok = torch.allclose(y, host.cuda() * 2)",
+    ),
+    Rule(
+        code="CG303",
+        name="host-index",
+        category="pinned-memory",
+        message="indexing a GPU tensor with {what} copies the index to the GPU; capture fails here",
+        compile_message="indexing a GPU tensor with {what}: the index copy is not captured",
+        fix="Build the index as a GPU tensor once, before capture, and index with it.",
+        what="Checks for indexing a GPU tensor with a Python list or a CPU tensor inside a captured region.",
+        why="Advanced indexing needs the index on the device, so a list or CPU index tensor is copied "
+        "to the GPU from pageable memory on every call. " + _COPY_NOTE,
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                picked = x[[0, 5, 9]]
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            idx = torch.tensor([0, 5, 9], device="cuda")  # once, before capture
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                picked = x[idx]
+            g.replay()
+        """),
+        gpu_check="ok = torch.equal(picked, x[[0, 5, 9]])",
+    ),
+    Rule(
+        code="CG304",
+        name="pinned-alloc-in-region",
+        category="pinned-memory",
+        message="`{what}` allocates and fills pinned host memory during capture; replays reuse the captured buffer",
+        compile_message="`{what}` allocates pinned host memory inside the compiled region",
+        fix="Allocate the pinned buffer once, before capture; fill it on the host and `copy_()` it to a static GPU tensor before each replay.",
+        what="Checks for `.pin_memory()` and `pin_memory=True` allocations inside a captured region.",
+        why="Pinning is host work: it runs once, at capture. Replays copy from the buffer that was "
+        "pinned then, holding the values of that moment, so new host data never reaches the graph. "
+        "The pinned allocator also records and queries events, which can interfere with a capture "
+        "in progress.",
+        example=code("""
+            import torch
+
+            host = torch.ones(64)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = host.pin_memory().to("cuda", non_blocking=True) * 2
+            host.fill_(3.0)
+            g.replay()
+        """),
+        use_instead=code("""
+            import torch
+
+            host = torch.ones(64).pin_memory()  # pinned once, before capture
+            dev = torch.empty(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = dev * 2
+            host.fill_(3.0)
+            dev.copy_(host, non_blocking=True)
+            g.replay()
+        """),
+        gpu_check="torch.cuda.synchronize()\nok = torch.equal(y, host.cuda() * 2)",
+    ),
+    Rule(
+        code="CG305",
+        name="empty-cache-in-region",
+        category="host-code",
+        message="`torch.cuda.empty_cache()` is allocator work on the host; it does nothing on replay",
+        fix="Call `torch.cuda.empty_cache()` outside the region, if at all.",
+        manual="warning",
+        compile="warning",
+        what="Checks for `torch.cuda.empty_cache()` inside a captured region.",
+        why="Releasing cached blocks is a host-side allocator call. It cannot be recorded in a graph, "
+        "so inside a region it runs once at capture and never again, and it only makes capture slower.",
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * 2
+                torch.cuda.empty_cache()
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            torch.cuda.empty_cache()  # before capture, if needed
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * 2
+            g.replay()
+        """),
+        gpu_skip="host-side allocator call: nothing fails and nothing on the GPU differs on replay",
+    ),
+]
+
+_TENSOR_FROM_DATA = ("torch.tensor", "torch.as_tensor", "torch.asarray")
+_PIN_FACTORIES = ("torch.empty", "torch.zeros", "torch.ones", "torch.full", "torch.tensor", "torch.empty_like", "torch.zeros_like")
+
+
+def scan(f):
+    for c in f.calls:
+        node = c.node
+        q = c.qual
+        if q is not None:
+            if q in _TENSOR_FROM_DATA:
+                device = c.kwarg("device")
+                data = node.args[0] if node.args else None
+                if device is not None and _device_literal(device) not in ("cpu", "meta"):
+                    if data is None or not is_tensor(f.infer(data)):
+                        yield h("CG301", node, c.stmt, what=f"{q}(..., device={text_of(device)})")
+            elif q in _PIN_FACTORIES and is_true(c.kwarg("pin_memory")):
+                yield h("CG304", node, c.stmt, what=f"{q}(..., pin_memory=True)")
+            elif q == "torch.cuda.empty_cache":
+                yield h("CG305", node, c.stmt)
+            continue
+        m = c.meth
+        if m is None:
+            continue
+        if m == "pin_memory" and type(c.recv) is not tuple:
+            yield h("CG304", node, c.stmt, what=".pin_memory()")
+        elif m in ("cuda", "to") and _host_to_device(f, c):
+            yield h("CG302", node, c.stmt, what=f".{m}({_args_text(node)})")
+    for sub, stmt in f.subscripts:
+        index = sub.slice
+        if type(index) is ast.List or (type(index) is not ast.Slice and f.infer(index) is CPU):
+            value = f.infer(sub.value)
+            if is_tensor(value) and value is not CPU:
+                what = "a Python list" if type(index) is ast.List else "a CPU tensor"
+                yield h("CG303", sub, stmt, what=what)
+
+
+def _host_to_device(f, c) -> bool:
+    """``x.cuda()`` / ``x.to(cuda)`` where x may live on the host (not a known GPU tensor or module)."""
+    node = c.node
+    recv = c.recv
+    if type(recv) is tuple or recv is TENSOR:
+        return False
+    value = node.func.value
+    if _chain_has_pin(value):
+        return False
+    if c.meth == "to":
+        target = node.args[0] if node.args else c.kwarg("device")
+        if target is None:
+            return False
+        literal = _device_literal(target)
+        if literal == "cuda":
+            return recv is CPU or recv is None
+        if literal is not None:
+            return False
+        target_qual = f.qual(target)
+        if target_qual is not None and target_qual != "torch.device":
+            return False  # a dtype such as torch.float16, or a module-level constant
+        kind = f.infer(target)
+        if type(kind) is tuple and kind[0] == "device" and kind[1]:
+            return recv is CPU or recv is None
+        if is_tensor(kind) or (type(kind) is tuple and kind[0] != "device"):
+            return False
+        return recv is CPU  # .to(device) with a device we cannot read: only when the source is on the host
+    return recv is CPU or recv is None
+
+
+def _chain_has_pin(node) -> bool:
+    while type(node) is ast.Call and type(node.func) is ast.Attribute:
+        if node.func.attr == "pin_memory":
+            return True
+        node = node.func.value
+    return False
+
+
+def _args_text(node: ast.Call) -> str:
+    parts = [text_of(a) for a in node.args] + [f"{k.arg}={text_of(k.value)}" for k in node.keywords if k.arg]
+    text = ", ".join(parts)
+    return text if len(text) <= 40 else "..."

@@ -1,0 +1,611 @@
+"""CG5xx: API configuration around a capture (autocast, optimizers, hooks, DDP, warm-up)."""
+
+from __future__ import annotations
+
+import ast
+
+from cgkit.check.facts import is_callable_module
+from cgkit.check.model import Rule
+from cgkit.check.rules._base import code, h, is_false, is_true, rh, text_of
+
+# torch.optim classes with a `capturable` flag whose step() refuses capture when it is False
+# (they call Optimizer._accelerator_graph_capture_health_check).
+CAPTURABLE_OPTIMIZERS = frozenset("Adam AdamW Adamax ASGD NAdam RAdam RMSprop Rprop Adadelta".split())
+_HOOK_METHODS = frozenset(
+    """register_forward_hook register_forward_pre_hook register_full_backward_hook
+    register_full_backward_pre_hook register_backward_hook""".split()
+)
+_AUTOCAST = ("torch.autocast", "torch.cpu.amp.autocast")
+_DDP = "torch.nn.parallel.DistributedDataParallel"
+
+RULES = [
+    Rule(
+        code="CG501",
+        name="autocast-cache-enabled",
+        category="autocast-cache",
+        message="autocast with its weight-cast cache enabled (the default) around {what}",
+        fix="Pass `cache_enabled=False` to `torch.autocast(...)` around capture and graphed callables.",
+        compile=None,
+        what="Checks for `torch.autocast` without `cache_enabled=False` around a manual capture or a "
+        "`make_graphed_callables` call.",
+        why="Autocast caches the low-precision copies of weights it makes inside its context. Around a "
+        "capture, casts made before capture are reused by the graph instead of being recorded, so "
+        "after the optimizer updates the weights replays keep using stale copies. "
+        "`torch.cuda.make_graphed_callables` refuses to run under a caching autocast and raises "
+        "\"make_graphed_callables does not support the autocast caching. Please set "
+        "`cache_enabled=False`.\"",
+        example=code("""
+            import torch
+
+            model = torch.nn.Linear(64, 64).cuda()
+            x = torch.randn(8, 64, device="cuda")
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                graphed = torch.cuda.make_graphed_callables(model, (x,))
+        """),
+        use_instead=code("""
+            import torch
+
+            model = torch.nn.Linear(64, 64).cuda()
+            x = torch.randn(8, 64, device="cuda")
+            with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
+                graphed = torch.cuda.make_graphed_callables(model, (x,))
+                y = graphed(x)
+        """),
+    ),
+    Rule(
+        code="CG502",
+        name="optimizer-not-capturable",
+        category="optimizer",
+        message="`{what}` is captured but the optimizer (created at L{line}) has no `capturable=True`; capture fails here",
+        fix="Create the optimizer with `capturable=True` (for example `torch.optim.{cls}(params, lr=..., capturable=True)`).",
+        compile=None,
+        what="Checks for `optimizer.step()` inside a manual capture when the optimizer was built "
+        "without `capturable=True`.",
+        why="Adam, AdamW, Adamax, ASGD, NAdam, RAdam, RMSprop, Rprop and Adadelta keep their step "
+        "count on the host unless `capturable=True`, and their `step()` refuses to run under capture: "
+        "\"Attempting CUDA graph capture of step() for an instance of Adam but param_groups' "
+        "capturable is False.\"",
+        example=code("""
+            import torch
+
+            model = torch.nn.Linear(8, 8).cuda()
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            x = torch.randn(4, 8, device="cuda")
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    opt.zero_grad(set_to_none=True)
+                    model(x).sum().backward()
+                    opt.step()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            opt.zero_grad(set_to_none=True)
+            with torch.cuda.graph(g):
+                model(x).sum().backward()
+                opt.step()
+        """),
+        use_instead=code("""
+            import torch
+
+            model = torch.nn.Linear(8, 8).cuda()
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True)
+            x = torch.randn(4, 8, device="cuda")
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    opt.zero_grad(set_to_none=True)
+                    model(x).sum().backward()
+                    opt.step()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            opt.zero_grad(set_to_none=True)
+            with torch.cuda.graph(g):
+                model(x).sum().backward()
+                opt.step()
+            g.replay()
+        """),
+    ),
+    Rule(
+        code="CG503",
+        name="hooks-before-graphing",
+        category="api-misuse",
+        message="`{what}` registers a module hook before `make_graphed_callables` graphs the module",
+        fix="Register hooks after graphing (on the returned module), or graph a module without hooks.",
+        compile=None,
+        what="Checks for forward/backward hooks registered on a module before it is passed to `make_graphed_callables`.",
+        why="Graphed callables replace the module's forward with a replay of the graph, so hooks could "
+        "not run inside it. `torch.cuda.make_graphed_callables` therefore asserts that the modules "
+        "it receives have no forward, forward-pre or backward hooks registered.",
+        example=code("""
+            import torch
+
+            model = torch.nn.Linear(8, 8).cuda()
+            model.register_forward_hook(lambda mod, args, out: None)
+            x = torch.randn(4, 8, device="cuda", requires_grad=True)
+            graphed = torch.cuda.make_graphed_callables(model, (x,))
+        """),
+        use_instead=code("""
+            import torch
+
+            model = torch.nn.Linear(8, 8).cuda()
+            x = torch.randn(4, 8, device="cuda", requires_grad=True)
+            graphed = torch.cuda.make_graphed_callables(model, (x,))
+            graphed.register_forward_hook(lambda mod, args, out: None)  # after graphing
+            y = graphed(x)
+        """),
+    ),
+    Rule(
+        code="CG504",
+        name="ddp-default-stream",
+        category="stream",
+        message="DistributedDataParallel is constructed on the default stream in a file that captures graphs",
+        fix="Construct DDP inside `with torch.cuda.stream(side_stream):` (the stream used for warm-up and capture).",
+        compile=None,
+        what="Checks for `DistributedDataParallel(...)` built outside a `torch.cuda.stream(...)` context "
+        "in a file that captures with `torch.cuda.graph` or `capture_begin`.",
+        why="DDP sets up its gradient-reduction machinery on the stream that is current when it is "
+        "constructed. Built on the default stream, the gradient accumulation that a captured "
+        "backward triggers touches the default stream, which is illegal during capture. PyTorch's "
+        "notes on DDP with graphs ask for construction in a side-stream context, NCCL >= 2.9.6, "
+        "at least 11 eager warm-up iterations and `TORCH_NCCL_ASYNC_ERROR_HANDLING=0`.",
+        example=code("""
+            import torch
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            model = DDP(torch.nn.Linear(8, 8).cuda())
+            x = torch.randn(4, 8, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                model(x).sum().backward()
+        """),
+        use_instead=code("""
+            import os
+
+            import torch
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                model = DDP(torch.nn.Linear(8, 8).cuda())
+                x = torch.randn(4, 8, device="cuda")
+                for _ in range(11):
+                    model(x).sum().backward()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                model(x).sum().backward()
+        """),
+        gpu_skip="needs an initialized NCCL process group (torchrun); the single-process harness does not start one",
+    ),
+    Rule(
+        code="CG505",
+        name="ddp-short-warmup",
+        category="api-misuse",
+        message="warm-up of {what} iterations before capturing a DDP model; DDP needs at least 11",
+        fix="Run at least 11 eager DDP iterations (on the side stream) before capture.",
+        compile=None,
+        what="Checks for warm-up loops of fewer than 11 iterations before a capture in a file that uses "
+        "DistributedDataParallel.",
+        why="DDP switches its internal mode (bucket rebuilding, static-graph detection) during the "
+        "first iterations. Capturing before that settles records a reduction schedule that later "
+        "changes. PyTorch's notes ask for at least 11 DDP-enabled eager iterations before capture.",
+        example=code("""
+            import torch
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                model = DDP(torch.nn.Linear(8, 8).cuda())
+                x = torch.randn(4, 8, device="cuda")
+                for _ in range(3):
+                    model(x).sum().backward()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                model(x).sum().backward()
+        """),
+        use_instead=code("""
+            import os
+
+            import torch
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                model = DDP(torch.nn.Linear(8, 8).cuda())
+                x = torch.randn(4, 8, device="cuda")
+                for _ in range(11):
+                    model(x).sum().backward()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                model(x).sum().backward()
+        """),
+        gpu_skip="needs an initialized NCCL process group (torchrun); the single-process harness does not start one",
+    ),
+    Rule(
+        code="CG506",
+        name="ddp-async-error-handling",
+        category="api-misuse",
+        message="DDP with CUDA graph capture, but `TORCH_NCCL_ASYNC_ERROR_HANDLING` is not set to 0 in this file",
+        fix='Set `os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"` before `init_process_group` (or in the launch environment).',
+        manual="warning",
+        compile=None,
+        what="Checks that a file which captures a DDP model also disables NCCL asynchronous error handling.",
+        why="With asynchronous error handling on, the NCCL watchdog queries the work of collectives "
+        "from another thread, which can invalidate a capture in progress. PyTorch's notes ask to "
+        "set it to 0 for full-backward capture with DDP (the older name "
+        "`NCCL_ASYNC_ERROR_HANDLING` still works but is deprecated). It may also be set in the "
+        "launch environment, which this check cannot see.",
+        example=code("""
+            import torch
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                model = DDP(torch.nn.Linear(8, 8).cuda())
+                x = torch.randn(4, 8, device="cuda")
+                for _ in range(11):
+                    model(x).sum().backward()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                model(x).sum().backward()
+        """),
+        use_instead=code("""
+            import os
+
+            import torch
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                model = DDP(torch.nn.Linear(8, 8).cuda())
+                x = torch.randn(4, 8, device="cuda")
+                for _ in range(11):
+                    model(x).sum().backward()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                model(x).sum().backward()
+        """),
+        gpu_skip="needs an initialized NCCL process group (torchrun); the single-process harness does not start one",
+    ),
+    Rule(
+        code="CG507",
+        name="compiled-fn-not-warmed-up",
+        category="api-misuse",
+        message="`{what}` is a `torch.compile`d function called inside manual capture before any warm-up call",
+        fix="Call the compiled function (with the same shapes) at least once before capture, on the warm-up stream.",
+        compile=None,
+        what="Checks for calls to a `torch.compile`d function inside `torch.cuda.graph` / `capture_begin` "
+        "when the function was not called before the capture.",
+        why="The first call of a compiled function traces and compiles it: Python work, host-to-device "
+        "copies of constants, autotuning and lazy initialization, none of which can be captured. "
+        "Warming it up first leaves only kernel launches for the capture to record.",
+        example=code("""
+            import torch
+
+            scale = torch.compile(lambda t: t * 2)
+            x = torch.randn(8, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = scale(x)
+        """),
+        use_instead=code("""
+            import torch
+
+            scale = torch.compile(lambda t: t * 2)
+            x = torch.randn(8, device="cuda")
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    scale(x)  # compiles and warms up outside the capture
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = scale(x)
+            g.replay()
+        """),
+    ),
+    Rule(
+        code="CG508",
+        name="capture-without-warmup",
+        category="api-misuse",
+        message="capture runs {what} with no warm-up on a side stream before it",
+        fix="Before capturing, run a few iterations on a side stream (`s.wait_stream(...)`, "
+        "`with torch.cuda.stream(s): ...`, then `torch.cuda.current_stream().wait_stream(s)`).",
+        manual="warning",
+        compile=None,
+        what="Checks for a manual capture of model calls, backward or optimizer steps with no "
+        "`with torch.cuda.stream(...)` warm-up before it.",
+        why="The first run of a model does one-time work: library handles and workspaces (cuBLAS, "
+        "cuDNN), allocator growth, lazy module initialization, optimizer state, autograd's gradient "
+        "buffers. Done during capture, that work fails or is recorded as if it were part of every "
+        "step. Warming up on a side stream also keeps the default stream out of the capture.",
+        example=code("""
+            import torch
+
+            model = torch.nn.Linear(8, 8).cuda()
+            x = torch.randn(4, 8, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                loss = model(x).sum()
+                loss.backward()
+        """),
+        use_instead=code("""
+            import torch
+
+            model = torch.nn.Linear(8, 8).cuda()
+            x = torch.randn(4, 8, device="cuda")
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    model(x).sum().backward()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                loss = model(x).sum()
+                loss.backward()
+            g.replay()
+        """),
+    ),
+    Rule(
+        code="CG509",
+        name="graph-object-reused",
+        category="api-misuse",
+        message="`{what}` is captured into again without being reset (first capture at L{line})",
+        fix="Create a new `torch.cuda.CUDAGraph()` for each capture, or call `{what}.reset()` before capturing again.",
+        compile=None,
+        what="Checks for a `CUDAGraph` object captured twice (two `torch.cuda.graph(g)` blocks, or one "
+        "inside a loop) without `reset()` or a new object in between.",
+        why="A `CUDAGraph` holds one captured graph. Capturing into an object that already owns one is "
+        "an error; capturing in a loop also re-records work each iteration, which defeats the purpose "
+        "of a graph.",
+        example=code("""
+            import torch
+
+            x = torch.randn(8, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * 2
+            with torch.cuda.graph(g):
+                z = x + 1
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(8, device="cuda")
+            g1 = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g1):
+                y = x * 2
+            g2 = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g2, pool=g1.pool()):
+                z = x + 1
+            g1.replay()
+            g2.replay()
+        """),
+    ),
+    Rule(
+        code="CG510",
+        name="compiled-input-mutation",
+        category="static-address",
+        message="`{what}` mutates an input of a function compiled with CUDA graphs in place",
+        compile_message="`{what}` mutates an input of a function compiled with CUDA graphs in place: "
+        "cudagraphs may be skipped for this graph (\"mutated inputs\")",
+        fix="Return a new tensor instead of updating the argument in place; or pass the state as a "
+        "module buffer (static inputs may be mutated).",
+        manual=None,
+        compile="warning",
+        what="Checks for in-place methods (`x.add_()`, `x.copy_()`, ...) on the arguments of a function "
+        "compiled with `mode=\"reduce-overhead\"` or `\"max-autotune\"`.",
+        why="CUDA graph trees copy ordinary inputs into static buffers. An in-place update of such an "
+        "input must be written back to the caller's tensor, so Inductor skips graphs for it and logs "
+        "\"skipping cudagraphs due to mutated inputs\" (parameters and buffers are exempt).",
+        example=code("""
+            import torch
+
+            @torch.compile(mode="reduce-overhead")
+            def step(x):
+                x.add_(1)
+                return x * 2
+
+            x = torch.randn(8, device="cuda")
+            for _ in range(3):
+                y = step(x)
+        """),
+        use_instead=code("""
+            import torch
+
+            @torch.compile(mode="reduce-overhead")
+            def step(x):
+                return (x + 1) * 2
+
+            x = torch.randn(8, device="cuda")
+            for _ in range(3):
+                y = step(x)
+        """),
+        gpu_check="from torch._dynamo.utils import counters\nok = counters['inductor']['cudagraph_skips'] == 0",
+    ),
+]
+
+
+def scan(f):
+    for c in f.calls:
+        m = c.meth
+        if m == "step" and c.qual is None and type(c.recv) is tuple and c.recv[0] == "optim":
+            qual, ctor = c.recv[1], c.recv[2]
+            cls = qual.rsplit(".", 1)[-1]
+            if cls in CAPTURABLE_OPTIMIZERS and not _capturable(ctor):
+                yield h("CG502", c.node, c.stmt, what=f"{text_of(c.node.func.value)}.step()", line=ctor.lineno, cls=cls)
+        elif m is not None and m.endswith("_") and not m.startswith("_") and m != "requires_grad_":
+            value = c.node.func.value
+            if type(value) is ast.Name and value.id in f.params:
+                yield h("CG510", c.node, c.stmt, root_only=True, what=f"{value.id}.{m}()")
+
+
+def _capturable(ctor: ast.Call) -> bool:
+    for kw in ctor.keywords:
+        if kw.arg == "capturable":
+            return is_true(kw.value)
+        if kw.arg is None:
+            return True  # **kwargs: cannot tell
+    return False
+
+
+def _autocast_items(f, stmts):
+    for anc in stmts:
+        if type(anc) in (ast.With, ast.AsyncWith):
+            for item in anc.items:
+                expr = item.context_expr
+                if type(expr) is ast.Call and f.qual(expr.func) in _AUTOCAST:
+                    flag = next((kw.value for kw in expr.keywords if kw.arg == "cache_enabled"), None)
+                    if not is_false(flag):
+                        yield expr
+
+
+def scan_region(region, ctx):
+    if region.klass != "manual" or region.scope is None:
+        return
+    project = ctx.project
+    sf = project.facts(region.scope)
+    module = region.module
+    kind = region.kind
+    # CG501: a caching autocast around the capture or the make_graphed_callables call.
+    if kind != "declared":
+        what = "`make_graphed_callables`" if "make_graphed_callables" in kind else "a CUDA graph capture"
+        for expr in _autocast_items(sf, region.ancestors):
+            yield rh("CG501", module, expr, what=what)
+    if kind in ("make_graphed_callables", "te.make_graphed_callables"):
+        yield from _hooks(region, ctx, sf)
+        return
+    if kind not in ("torch.cuda.graph", "capture_begin"):
+        return
+    start, end = region.span
+    rs = region.stmt.lineno
+    # CG507: compiled function called in the capture, never before it.
+    for c in sf.calls:
+        line = c.node.lineno
+        if start <= line <= end:
+            target = sf.infer(c.node.func)
+            if type(target) is tuple and target[0] == "compiled":
+                name = text_of(c.node.func)
+                warmed = any(
+                    o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls if o.node is not c.node
+                )
+                if not warmed:
+                    yield rh("CG507", module, c.node, what=name)
+    # CG508: nothing that needs warm-up may be captured cold.
+    needs = None
+    for c in sf.calls:
+        if start <= c.node.lineno <= end:
+            if c.meth == "backward":
+                needs = "`backward()`"
+                break
+            if c.meth == "step" and type(c.recv) is tuple and c.recv[0] == "optim":
+                needs = "an optimizer step"
+                break
+            if is_callable_module(sf.infer(c.node.func), project):
+                name = text_of(c.node.func)
+                # A forward-only capture is warmed up by any earlier call of the same module.
+                if not any(o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls):
+                    needs = needs or f"`{name}(...)`"
+    if needs and not _warmed_up(sf, rs, ctx):
+        yield rh("CG508", module, region.node, what=needs)
+    # CG509: the same graph object captured twice.
+    yield from _reuse(region, ctx, sf)
+    # CG504-CG506: DDP in a file that captures.
+    if ctx.once(("ddp", id(module))) and "DistributedDataParallel" in module.text:
+        yield from _ddp(region, ctx, sf)
+
+
+def _warmed_up(sf, before_line: int, ctx) -> bool:
+    if any(w.lineno < before_line for w, _ in sf.stream_withs):
+        return True
+    for c in sf.calls:
+        if c.node.lineno < before_line and c.meth is None:
+            for target in ctx.resolve(sf, c):
+                if ctx.project.facts(target).stream_withs:
+                    return True
+    return False
+
+
+def _reuse(region, ctx, sf):
+    graph = region.graph_expr
+    if graph is None or type(graph) is not ast.Name:
+        return
+    name = graph.id
+    rs = region.stmt.lineno
+    stores = [s.node.lineno for s in sf.stores if s.name == name]
+    earlier = [r for r in ctx.regions_in_scope(region) if r is not region and r.stmt.lineno < rs]
+    for other in earlier:
+        if type(other.graph_expr) is ast.Name and other.graph_expr.id == name:
+            if not any(other.stmt.lineno < line < rs for line in stores) and not _reset_between(sf, name, other.stmt.lineno, rs):
+                yield rh("CG509", region.module, graph, what=name, line=other.stmt.lineno)
+                return
+    for anc in region.ancestors:
+        if type(anc) in (ast.For, ast.While, ast.AsyncFor):
+            if not any(anc.lineno <= line <= anc.end_lineno for line in stores) and not _reset_between(
+                sf, name, anc.lineno, anc.end_lineno + 1
+            ):
+                yield rh("CG509", region.module, graph, what=name, line=rs)
+                return
+
+
+def _reset_between(sf, name: str, lo: int, hi: int) -> bool:
+    for c in sf.calls:
+        if c.meth == "reset" and lo < c.node.lineno < hi:
+            value = c.node.func.value
+            if type(value) is ast.Name and value.id == name:
+                return True
+    return False
+
+
+def _hooks(region, ctx, sf):
+    rs = region.stmt.lineno
+    names = {text_of(t) for t in region.targets}
+    for c in sf.calls:
+        if c.meth in _HOOK_METHODS and c.node.lineno < rs and text_of(c.node.func.value) in names:
+            yield rh("CG503", region.module, c.node, what=f"{text_of(c.node.func.value)}.{c.meth}()")
+    for root in region.roots:
+        if root.cls is not None:
+            for call in root.cls.attrs(ctx.project).hooks:
+                yield rh("CG503", root.cls.module, call, what=f"self.{call.func.attr}()")
+
+
+def _ddp(region, ctx, sf):
+    module = region.module
+    project = ctx.project
+    facts_list = [project.module_facts(module)]
+    for name, node in module.defs.items():
+        from cgkit.check.project import FuncRef
+
+        facts_list.append(project.facts(FuncRef(module, node, None, name)))
+    env_set = "ASYNC_ERROR_HANDLING" in module.text
+    constructed = False
+    for f in facts_list:
+        for c in f.calls:
+            if c.qual == _DDP:
+                constructed = True
+                line = c.node.lineno
+                if not any(w.lineno <= line <= w.end_lineno for w, _ in f.stream_withs):
+                    yield rh("CG504", module, c.node)
+                if not env_set:
+                    yield rh("CG506", module, c.node)
+    if not constructed:
+        return
+    rs = region.stmt.lineno
+    for loop in sf.loops:
+        if loop.end_lineno < rs and type(loop) is ast.For:
+            it = loop.iter
+            if type(it) is ast.Call and type(it.func) is ast.Name and it.func.id == "range" and len(it.args) == 1:
+                n = it.args[0]
+                if type(n) is ast.Constant and isinstance(n.value, int) and n.value < 11:
+                    yield rh("CG505", module, loop, what=str(n.value))

@@ -1,0 +1,112 @@
+"""CG6xx: streams inside a captured region."""
+
+from __future__ import annotations
+
+import ast
+
+from cgkit.check.model import Rule
+from cgkit.check.rules._base import code, h, text_of
+
+RULES = [
+    Rule(
+        code="CG601",
+        name="side-stream-not-joined",
+        category="stream",
+        message="side stream `{what}` is {problem}; capture fails at `capture_end`",
+        fix="Fork and join around the block: `{what}.wait_stream(torch.cuda.current_stream())` before it, "
+        "`torch.cuda.current_stream().wait_stream({what})` after it.",
+        compile=None,
+        what="Checks for work sent to another stream inside a captured region without the fork "
+        "(`side.wait_stream(current)`) before it or the join (`current.wait_stream(side)`) after it.",
+        why="A capture may span several streams only through dependencies: the side stream joins the "
+        "capture by waiting on the capturing stream, and the capturing stream must wait on the side "
+        "stream again before capture ends. Without the join, the capture ends with unjoined work "
+        "(`cudaErrorStreamCaptureUnjoined`); without the fork, the side stream's work is not part of "
+        "the graph at all.",
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            side = torch.cuda.Stream()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    y = x * 2
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            side = torch.cuda.Stream()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    y = x * 2
+                torch.cuda.current_stream().wait_stream(side)
+            g.replay()
+        """),
+        gpu_check="torch.cuda.synchronize()\nok = torch.equal(y, x * 2)",
+    ),
+    Rule(
+        code="CG602",
+        name="default-stream-in-region",
+        category="stream",
+        message="`torch.cuda.default_stream()` inside a captured region: work on the default stream cannot join a capture",
+        fix="Use `torch.cuda.current_stream()` (the capturing stream) or a side stream forked from it.",
+        compile=None,
+        what="Checks for `torch.cuda.default_stream()` used inside a captured region.",
+        why="Capture happens on a side stream. The default (legacy) stream synchronizes implicitly with "
+        "other streams, which is illegal while one of them is capturing, so launching or waiting on it "
+        "invalidates the capture. Libraries that hard-code the default stream break capture the same way.",
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                with torch.cuda.stream(torch.cuda.default_stream()):
+                    y = x * 2
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * 2  # on the current (capturing) stream
+            g.replay()
+        """),
+        gpu_check="torch.cuda.synchronize()\nok = torch.equal(y, x * 2)",
+    ),
+]
+
+
+def scan(f):
+    for with_node, stream in f.stream_withs:
+        if type(stream) is ast.Call:
+            continue  # torch.cuda.stream(torch.cuda.current_stream()) and friends
+        name = text_of(stream)
+        if name == "None":
+            continue
+        lo, hi = with_node.lineno, with_node.end_lineno
+        forked = joined = False
+        for c in f.calls:
+            if c.meth not in ("wait_stream", "wait_event"):
+                continue
+            line = c.node.lineno
+            recv = text_of(c.node.func.value)
+            arg = text_of(c.node.args[0]) if c.node.args else ""
+            if line < lo and recv == name:
+                forked = True
+            elif line > hi and (arg == name or c.meth == "wait_event") and recv != name:
+                joined = True
+        if not forked or not joined:
+            problem = "never joined back into the capturing stream" if forked else "not forked from the capturing stream"
+            if not forked and not joined:
+                problem = "neither forked from nor joined back into the capturing stream"
+            yield h("CG601", with_node, with_node, what=name, problem=problem)
+    for c in f.calls:
+        if c.qual == "torch.cuda.default_stream":
+            yield h("CG602", c.node, c.stmt)

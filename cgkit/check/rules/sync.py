@@ -1,0 +1,400 @@
+"""CG1xx: host synchronization. The CPU waits for a GPU value, which capture cannot record."""
+
+from __future__ import annotations
+
+import ast
+
+from cgkit.check.facts import CPU, is_tensor
+from cgkit.check.model import Rule
+from cgkit.check.rules._base import code, h, is_true, text_of
+
+_GRAPH_NOTE = (
+    "Under manual capture (`torch.cuda.graph`, `capture_begin`, `make_graphed_callables`) the "
+    "capturing stream may not be synchronized with the host, so capture is invalidated and fails, "
+    "usually with a generic error that does not name this line. Under `torch.compile` the value "
+    "forces a graph break, and the graph is split there."
+)
+
+RULES = [
+    Rule(
+        code="CG101",
+        name="tensor-item",
+        category="host-sync",
+        message="`.item()` reads a GPU value on the host; capture fails here",
+        compile_message="`.item()` reads a GPU value on the host: graph break (the graph is split here)",
+        fix="Keep the value as a 0-dim tensor and use it in tensor ops; read it after `replay()` if the host needs it.",
+        what="Checks for `.item()` on a tensor inside a captured region.",
+        why="`.item()` copies one element to the host and waits for the GPU to produce it. " + _GRAPH_NOTE,
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x / x.abs().max().item()
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x / x.abs().max()  # a 0-dim tensor, stays on the GPU
+            g.replay()
+        """),
+        gpu_check="ok = torch.allclose(y, x / x.abs().max())",
+    ),
+    Rule(
+        code="CG102",
+        name="tensor-to-host",
+        category="host-sync",
+        message="`{what}` copies a tensor to the host and waits for it; capture fails here",
+        compile_message="`{what}` copies a tensor to the host: graph break (or a CPU partition) here",
+        fix="Keep the data on the GPU inside the region; copy the output to the host after `replay()`.",
+        what="Checks for `.cpu()`, `.numpy()`, `.tolist()` and `.to(\"cpu\")` inside a captured region.",
+        why="A device-to-host copy into pageable memory blocks until the GPU has produced the data. "
+        + _GRAPH_NOTE
+        + " Even where a copy could be recorded, the host code that reads the result runs only once, "
+        "during capture.",
+        example=code("""
+            import torch
+
+            logits = torch.randn(8, 10, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                probs = logits.softmax(-1).cpu()
+        """),
+        use_instead=code("""
+            import torch
+
+            logits = torch.randn(8, 10, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                probs = logits.softmax(-1)
+            g.replay()
+            host_probs = probs.cpu()  # after the replay, outside the graph
+        """),
+    ),
+    Rule(
+        code="CG103",
+        name="tensor-to-python-scalar",
+        category="host-sync",
+        message="`{what}` of a tensor converts it to a Python value on the host; capture fails here",
+        compile_message="`{what}` of a tensor converts it to a Python value: graph break here",
+        fix="Keep the tensor; replace Python arithmetic on it with tensor ops.",
+        what="Checks for `bool()`, `int()`, `float()` and `complex()` applied to a tensor in a captured region.",
+        why="Converting a GPU tensor to a Python number reads it on the host, exactly like `.item()`. "
+        + _GRAPH_NOTE,
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                scale = float(x.norm())
+                y = x / scale
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x / x.norm()
+            g.replay()
+        """),
+        gpu_check="ok = torch.allclose(y, x / x.norm())",
+    ),
+    Rule(
+        code="CG104",
+        name="explicit-synchronize",
+        category="host-sync",
+        message="`{what}` waits for the GPU; capture fails here",
+        compile_message="`{what}` waits for the GPU: graph break here",
+        fix="Remove the synchronization from the region; synchronize (if at all) after `replay()`.",
+        what="Checks for `torch.cuda.synchronize()`, `Stream.synchronize()` and `Event.synchronize()` in a captured region.",
+        why="An explicit synchronization blocks the host until queued work finishes. A capturing "
+        "stream runs nothing, so there is nothing to wait for: the CUDA runtime rejects the call and "
+        "invalidates the capture. `torch.cuda.synchronize()` is not reported by "
+        "`torch.cuda.set_sync_debug_mode`, so a runtime check does not find it either.",
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * 2
+                torch.cuda.synchronize()
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * 2
+            g.replay()
+            torch.cuda.synchronize()  # outside the graph
+        """),
+        gpu_check="ok = torch.equal(y, x * 2)",
+    ),
+    Rule(
+        code="CG105",
+        name="stream-query",
+        category="host-sync",
+        message="`{what}` asks the GPU whether work has finished; capture fails here",
+        compile_message="`{what}` asks the GPU whether work has finished: graph break here",
+        fix="Remove the query from the region.",
+        what="Checks for `Stream.query()` and `Event.query()` inside a captured region.",
+        why="A query inspects the progress of a stream from the host. Querying a stream that is "
+        "being captured is illegal and invalidates the capture, although it does not block.",
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * 2
+                done = torch.cuda.current_stream().query()
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * 2
+            g.replay()
+            done = torch.cuda.current_stream().query()  # outside the graph
+        """),
+    ),
+    Rule(
+        code="CG106",
+        name="tensor-to-string",
+        category="host-sync",
+        message="{what} formats a tensor's values on the host; capture fails here",
+        compile_message="{what} formats a tensor's values on the host: graph break here",
+        fix="Print or log outside the region, from the output tensor after `replay()`.",
+        what="Checks for `print(tensor)`, `str()`/`repr()`/`format()` of a tensor and f-strings that format a tensor.",
+        why="Formatting a tensor copies its values to the host, which synchronizes. "
+        + _GRAPH_NOTE
+        + " And even if it did not fail, a print inside a graph runs once, at capture.",
+        example=code("""
+            import torch
+
+            x = torch.randn(4, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x.relu()
+                print(y)
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(4, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x.relu()
+            g.replay()
+            print(y)  # after the replay
+        """),
+    ),
+    Rule(
+        code="CG107",
+        name="host-comparison",
+        category="host-sync",
+        message="`{what}` returns a Python bool computed from GPU values; capture fails here",
+        compile_message="`{what}` returns a Python bool computed from GPU values: graph break here",
+        fix="Use `torch.isclose(a, b).all()` or `(a == b).all()`, which stay on the GPU as a tensor.",
+        what="Checks for `torch.allclose` and `torch.equal` (and the tensor methods) inside a captured region.",
+        why="These functions return a Python `bool`, so they read the comparison result on the host. "
+        + _GRAPH_NOTE,
+        example=code("""
+            import torch
+
+            a = torch.randn(64, device="cuda")
+            b = a + 1e-7
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                same = torch.allclose(a, b)
+        """),
+        use_instead=code("""
+            import torch
+
+            a = torch.randn(64, device="cuda")
+            b = a + 1e-7
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                same = torch.isclose(a, b).all()  # a bool tensor on the GPU
+            g.replay()
+        """),
+        gpu_check="ok = bool(same)",
+    ),
+    Rule(
+        code="CG108",
+        name="grad-clip-nonfinite-check",
+        category="host-sync",
+        message="`{what}` with `error_if_nonfinite=True` tests the norm on the host; capture fails here",
+        compile_message="`{what}` with `error_if_nonfinite=True` tests the norm on the host: graph break here",
+        fix="Drop `error_if_nonfinite=True` inside the region (the default is sync-free); check the returned norm after `replay()`.",
+        what="Checks for gradient clipping with `error_if_nonfinite=True` inside a captured region.",
+        why="`torch.nn.utils.clip_grad_norm_` is sync-free by default, but with `error_if_nonfinite=True` "
+        "it evaluates an `if` on the total norm, which reads it on the host. " + _GRAPH_NOTE,
+        example=code("""
+            import torch
+
+            w = torch.nn.Parameter(torch.randn(64, device="cuda"))
+            w.grad = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                norm = torch.nn.utils.clip_grad_norm_([w], 1.0, error_if_nonfinite=True)
+        """),
+        use_instead=code("""
+            import torch
+
+            w = torch.nn.Parameter(torch.randn(64, device="cuda"))
+            w.grad = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                norm = torch.nn.utils.clip_grad_norm_([w], 1.0)
+            g.replay()
+            assert torch.isfinite(norm)  # checked on the host, after the replay
+        """),
+    ),
+    Rule(
+        code="CG109",
+        name="grad-scaler-in-region",
+        category="host-sync",
+        message="`{what}` reads the inf/NaN check on the host; capture fails here",
+        compile_message="`{what}` reads the inf/NaN check on the host: graph break here",
+        fix="Capture forward and backward only; call `scaler.step(optimizer)` and `scaler.update()` after `replay()`.",
+        what="Checks for `GradScaler.step()` and `GradScaler.update()` inside a captured region.",
+        why="`GradScaler.step` skips the optimizer step when gradients contain inf or NaN, and decides "
+        "that on the host by reading the found-inf flag with `.item()`; `update` reads the scale "
+        "state the same way. " + _GRAPH_NOTE,
+        example=code("""
+            import torch
+
+            model = torch.nn.Linear(8, 8).cuda()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = torch.amp.GradScaler("cuda")
+            x = torch.randn(4, 8, device="cuda")
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    scaler.scale(model(x).sum()).backward()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                scaler.scale(model(x).sum()).backward()
+                scaler.step(opt)
+                scaler.update()
+        """),
+        use_instead=code("""
+            import torch
+
+            model = torch.nn.Linear(8, 8).cuda()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = torch.amp.GradScaler("cuda")
+            x = torch.randn(4, 8, device="cuda")
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    scaler.scale(model(x).sum()).backward()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                scaler.scale(model(x).sum()).backward()
+            g.replay()
+            scaler.step(opt)  # outside the graph
+            scaler.update()
+        """),
+    ),
+]
+
+_SYNC_FUNCS = {
+    "torch.cuda.synchronize": "torch.cuda.synchronize()",
+    "torch.accelerator.synchronize": "torch.accelerator.synchronize()",
+    "torch.cuda.current_stream().synchronize": "torch.cuda.current_stream().synchronize()",
+}
+_TO_SCALAR = {"builtins.bool": "bool()", "builtins.int": "int()", "builtins.float": "float()", "builtins.complex": "complex()"}
+_TO_STRING = {"builtins.str": "`str()`", "builtins.repr": "`repr()`", "builtins.format": "`format()`"}
+
+
+def scan(f):
+    for c in f.calls:
+        m = c.meth
+        q = c.qual
+        node = c.node
+        if m is not None and q is None:
+            recv = c.recv
+            if m == "item" and not node.args and type(recv) is not tuple:
+                yield h("CG101", node, c.stmt)
+            elif m in ("cpu", "numpy") and type(recv) is not tuple and recv is not CPU:
+                yield h("CG102", node, c.stmt, what=f".{m}()")
+            elif m == "tolist" and is_tensor(recv) and recv is not CPU:
+                yield h("CG102", node, c.stmt, what=".tolist()")
+            elif m == "to" and is_tensor(recv) and recv is not CPU and _to_cpu_blocking(node):
+                yield h("CG102", node, c.stmt, what='.to("cpu")')
+            elif m == "synchronize" and not is_tensor(recv):
+                yield h("CG104", node, c.stmt, what=f"{text_of(node.func.value)}.synchronize()")
+            elif m == "query" and type(recv) is tuple and recv[0] in ("stream", "event"):
+                yield h("CG105", node, c.stmt, what=f"{text_of(node.func.value)}.query()")
+            elif m in ("allclose", "equal") and is_tensor(recv):
+                yield h("CG107", node, c.stmt, what=f"Tensor.{m}")
+            elif m in ("step", "update", "unscale_") and _is_scaler(f, recv, node):
+                yield h("CG109", node, c.stmt, what=f"{text_of(node.func.value)}.{m}()")
+            continue
+        if q is None:
+            continue
+        if q in _SYNC_FUNCS:
+            yield h("CG104", node, c.stmt, what=_SYNC_FUNCS[q])
+        elif q in _TO_SCALAR:
+            if node.args and is_tensor(f.infer(node.args[0])):
+                yield h("CG103", node, c.stmt, what=_TO_SCALAR[q])
+        elif q == "builtins.print":
+            if any(is_tensor(f.infer(a)) for a in node.args):
+                yield h("CG106", node, c.stmt, what="`print()` of a tensor")
+        elif q in _TO_STRING:
+            if node.args and is_tensor(f.infer(node.args[0])):
+                yield h("CG106", node, c.stmt, what=_TO_STRING[q])
+        elif q in ("torch.allclose", "torch.equal"):
+            yield h("CG107", node, c.stmt, what=q)
+        elif q.endswith((".clip_grad_norm_", ".clip_grad_norm")) and q.startswith("torch.nn.utils"):
+            flag = c.kwarg("error_if_nonfinite")
+            if flag is None and len(node.args) >= 4:
+                flag = node.args[3]
+            if is_true(flag):
+                yield h("CG108", node, c.stmt, what=q.rsplit(".", 1)[-1])
+        elif m in ("step", "update", "unscale_") and _is_scaler(f, f.infer(node.func.value), node):
+            yield h("CG109", node, c.stmt, what=f"{text_of(node.func.value)}.{m}()")
+    for fv, stmt in f.fstrings:
+        if is_tensor(f.infer(fv.value)):
+            yield h("CG106", fv.value, stmt, what="an f-string")
+
+
+def _to_cpu_blocking(node: ast.Call) -> bool:
+    target = node.args[0] if node.args else None
+    for kw in node.keywords:
+        if kw.arg == "device":
+            target = kw.value
+        if kw.arg == "non_blocking" and is_true(kw.value):
+            return False
+    if target is None:
+        return False
+    if type(target) is ast.Constant and isinstance(target.value, str):
+        return target.value.split(":")[0] == "cpu"
+    if type(target) is ast.Call and target.args:
+        arg = target.args[0]
+        return type(arg) is ast.Constant and arg.value == "cpu"
+    return False
+
+
+def _is_scaler(f, recv, node) -> bool:
+    if type(recv) is tuple:
+        return recv[0] == "scaler"
+    value = node.func.value
+    name = value.attr if type(value) is ast.Attribute else getattr(value, "id", "")
+    return "scaler" in name.lower()
