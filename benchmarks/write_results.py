@@ -2,8 +2,9 @@
 
     python benchmarks/write_results.py RUN_DIR
 
-RUN_DIR holds what scripts/gpu_suite.sh wrote: machine.json, recipes-bench.json, and optionally
-recipe-reports.jsonl (every smoke test case) and te-bench.json. Numbers are copied, never edited.
+RUN_DIR holds what scripts/gpu_suite.sh wrote: machine.json, recipes-bench*.json (one or more bench
+runs), and optionally recipe-reports*.jsonl (every smoke test case) and check_rules_gpu.json.
+Numbers are copied, never edited.
 """
 
 import json
@@ -67,7 +68,9 @@ def cases_table(path: Path) -> list[str]:
 def main() -> int:
     run = Path(sys.argv[1])
     machine = json.loads((run / "machine.json").read_text())
-    bench = json.loads((run / "recipes-bench.json").read_text())
+    parts = sorted(run.glob("recipes-bench*.json"))
+    bench = {"meta": json.loads(parts[0].read_text())["meta"],
+             "rows": [row for part in parts for row in json.loads(part.read_text())["rows"]]}
     lines = [
         "# Benchmark results",
         "",

@@ -20,7 +20,8 @@ for stage in "${@:-recipes bench}"; do
     echo "== stage $s"
     case $s in
       recipes) python -m pytest -q -m gpu tests/gpu -n "${CGKIT_JOBS:-4}" -p no:cacheprovider 2>&1 | tee "$OUT/pytest-recipes.log" || status=1 ;;
-      bench)   python benchmarks/bench_recipes.py ${CGKIT_BENCH_ARGS:-} --out "$OUT/recipes-bench.json" 2>&1 | tee "$OUT/bench.log" || status=1 ;;
+      bench)   python benchmarks/bench_recipes.py ${CGKIT_BENCH_ARGS:-} --out "$OUT/recipes-bench${CGKIT_BENCH_PART:-}.json" 2>&1 | tee "$OUT/bench${CGKIT_BENCH_PART:-}.log" || status=1 ;;
+      tests)   python -m pytest -q -m gpu tests/gpu tests/check tests/test_docs_gpu.py -n "${CGKIT_JOBS:-8}" -p no:cacheprovider 2>&1 | tee "$OUT/pytest-gpu.log" || status=1 ;;
       check)   python -m pytest -q -m gpu tests/check -p no:cacheprovider 2>&1 | tee "$OUT/pytest-check.log" || status=1 ;;
       docs)    python -m pytest -q -m gpu tests/test_docs_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-docs.log" || status=1 ;;
       te)      PYTHONPATH=/tmp/site:$PYTHONPATH python -m pytest -q -m gpu tests/gpu/test_te_mcore_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-te.log" || status=1 ;;
@@ -31,5 +32,20 @@ done
 # The device tool returns at most 8 files: fold the per-case reports into one JSON-lines file.
 if [ -d "$OUT/recipes" ]; then
   for f in "$OUT"/recipes/*.json; do cat "$f"; echo; done > "$OUT/recipe-reports.jsonl" && rm -r "$OUT/recipes"
+fi
+if ls "$OUT"/check_rules_gpu.gw*.json >/dev/null 2>&1; then
+  python - "$OUT" <<'PY'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+parts = sorted(out.glob("check_rules_gpu.gw*.json"))
+merged = json.loads(parts[0].read_text())
+for part in parts[1:]:
+    for code, result in json.loads(part.read_text())["rules"].items():
+        if "skipped" not in result or code not in merged["rules"]:
+            merged["rules"][code] = result
+(out / "check_rules_gpu.json").write_text(json.dumps(merged, indent=1))
+for part in parts:
+    part.unlink()
+PY
 fi
 exit $status

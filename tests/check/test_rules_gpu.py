@@ -119,7 +119,10 @@ def _summary():
             code: _RESULTS.get(code, {"skipped": SKIPPED.get(code, "not run")}) for code in RULES
         },
     }
-    with open(os.path.join(out_dir, "check_rules_gpu.json"), "w", encoding="utf-8") as fh:
+    # Under pytest-xdist each worker writes its own part; scripts/gpu_suite.sh merges them.
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    name = f"check_rules_gpu.{worker}.json" if worker else "check_rules_gpu.json"
+    with open(os.path.join(out_dir, name), "w", encoding="utf-8") as fh:
         json.dump(summary, fh, indent=2)
 
 
