@@ -221,7 +221,7 @@ def plan(opts: ScaffoldOptions) -> dict:
         "launcher": "torchrun" if opts.ddp else "python",
         # Megatron-Core needs torch.distributed even on one GPU (a process group of one).
         "process_group": bool(opts.ddp) or mcore is not None,
-        "tolerance": _tolerance(amp, te, mcore),
+        "tolerance": _tolerance(amp, te, mcore, wf.name),
         "te": te,
         "mcore": mcore,
         "sweep": bool(te) and sources["model"]["kind"] == "demo",
@@ -527,12 +527,18 @@ def _mcore_context(wf: Workflow, opts: ScaffoldOptions) -> dict | None:
     }
 
 
-def _tolerance(amp: str, te: dict | None, mcore: dict | None) -> dict:
+def _tolerance(amp: str, te: dict | None, mcore: dict | None, workflow: str = "") -> dict:
     if te and te["fp8"]:
         return {"rtol": "5e-2", "atol": "5e-2", "why": "FP8 GEMMs; graphed and eager share the same scaling state"}
     if te or mcore:
         return {"rtol": "2e-2", "atol": "2e-2", "why": "bf16 parameters"}
     if amp != "none":
         return {"rtol": "2e-2", "atol": "2e-2", "why": f"{amp} autocast"}
+    if workflow == "compile":
+        # Measured on an H200 (torch 2.11, TF32 on): 7e-4 on outputs, 3e-3 on parameters after
+        # 9 Adam steps, whose normalised update turns rounding-level gradient differences into
+        # parameter differences of up to the learning rate per step.
+        return {"rtol": "1e-2", "atol": "1e-2",
+                "why": "inductor fuses and reorders: not the eager kernels, so rounding differs"}
     return {"rtol": "1e-4", "atol": "1e-4",
             "why": "graph replay runs the same kernels as eager: differences are rounding at most"}

@@ -53,13 +53,16 @@ RULES = [
         code="CG602",
         name="default-stream-in-region",
         category="stream",
-        message="`torch.cuda.default_stream()` inside a captured region: work on the default stream cannot join a capture",
+        message="`torch.cuda.default_stream()` inside a captured region: work queued there is not part of the graph",
         fix="Use `torch.cuda.current_stream()` (the capturing stream) or a side stream forked from it.",
         compile=None,
         what="Checks for `torch.cuda.default_stream()` used inside a captured region.",
-        why="Capture happens on a side stream. The default (legacy) stream synchronizes implicitly with "
-        "other streams, which is illegal while one of them is capturing, so launching or waiting on it "
-        "invalidates the capture. Libraries that hard-code the default stream break capture the same way.",
+        why="Capture records the capturing stream (and streams forked from it). Measured on torch "
+        "2.11 (H200, 2026-11-29), the example below captures without any error: the default stream "
+        "is not synchronized with PyTorch's capture stream, so the kernels queued on it run once, "
+        "during capture, outside the graph, and a replay does not repeat them. The result is "
+        "silently stale, which is worse than a failed capture. Libraries that hard-code the default "
+        "stream behave the same way.",
         example=code("""
             import torch
 
@@ -68,6 +71,8 @@ RULES = [
             with torch.cuda.graph(g):
                 with torch.cuda.stream(torch.cuda.default_stream()):
                     y = x * 2
+            x.copy_(torch.randn(64, device="cuda"))  # new input for the replay
+            g.replay()
         """),
         use_instead=code("""
             import torch
