@@ -3,8 +3,9 @@
     python benchmarks/write_results.py RUN_DIR
 
 RUN_DIR holds what scripts/gpu_suite.sh wrote: machine.json, recipes-bench*.json (one or more bench
-runs), and optionally recipe-reports*.jsonl (every smoke test case) and check_rules_gpu.json.
-Numbers are copied, never edited.
+runs), and optionally recipe-reports*.jsonl (every smoke test case), check_rules_gpu.json and
+peer-anchors.jsonl (benchmarks/peer_anchors.py run in the same session). Numbers are copied, never
+edited.
 """
 
 import json
@@ -15,10 +16,12 @@ HERE = Path(__file__).resolve().parent
 ANCHORS = HERE / "anchors-h200-2026-11-29.jsonl"
 
 
-def load_anchors() -> dict:
-    """The earlier measurements on the same machine kind, keyed by (workload, phase)."""
+def load_anchors(path: Path = ANCHORS) -> dict:
+    """Anchor measurements (a JSON line per workload and phase), keyed by (workload, phase)."""
     anchors = {}
-    for line in ANCHORS.read_text().splitlines():
+    if not path.exists():
+        return anchors
+    for line in path.read_text().splitlines():
         row = json.loads(line)
         if "workload" in row:
             anchors.setdefault((row["workload"], row["phase"]), {}).update(row)
@@ -31,37 +34,62 @@ def fmt(value, digits=4):
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def bench_table(rows: list[dict], anchors: dict) -> list[str]:
+def bench_table(rows: list[dict], anchors: dict, peers: dict) -> list[str]:
     out = ["| workload | workflow | mode | verdict | eager ms | graphed ms | kernel floor ms | speedup | graphed / floor "
-           "| graph MB | anchor ms |", "|" + "---|" * 11]
+           "| graph MB | peer ms (same session) | anchor ms |", "|" + "---|" * 12]
     anchor_keys = {("manual", "inference"): "manual_graph_ms", ("compile", "inference"): "compile_reduce_overhead_ms",
                    ("callables", "training"): "make_graphed_callables_ms", ("manual", "training"): "full_iteration_graph_ms"}
     for r in rows:
-        anchor = anchors.get((r["workload"], r["mode"]), {}).get(anchor_keys.get((r["workflow"], r["mode"]), ""))
+        key = anchor_keys.get((r["workflow"], r["mode"]), "")
+        anchor = anchors.get((r["workload"], r["mode"]), {}).get(key)
+        peer = peers.get((r["workload"], r["mode"]), {}).get(key)
         out.append(
             f"| {r['workload']} | {r['workflow']} | {r['mode']} | {r['verdict']} | {fmt(r.get('eager_ms'))} "
             f"| {fmt(r.get('graphed_ms'))} | {fmt(r.get('kernel_floor_ms'))} | {fmt(r.get('speedup'), 2)} "
-            f"| {fmt(r.get('graphed_over_floor'), 3)} | {fmt(r.get('graph_memory_mb'), 1)} | {fmt(anchor)} |"
+            f"| {fmt(r.get('graphed_over_floor'), 3)} | {fmt(r.get('graph_memory_mb'), 1)} | {fmt(peer)} | {fmt(anchor)} |"
         )
         if r.get("error"):
-            out.append(f"| | | | error: {r['error'][:160]} | | | | | | | |")
+            out.append(f"| | | | error: {r['error'][:160]} | | | | | | | | |")
     return out
 
 
-def cases_table(path: Path) -> list[str]:
+def cases_table(paths: list[Path]) -> list[str]:
     out = ["| case | verdict | speedup | graphed / floor | graph MB | note |", "|---|---|---|---|---|---|"]
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        case = json.loads(line)
+    cases = [json.loads(line) for path in paths for line in path.read_text().splitlines() if line.strip()]
+    for case in sorted(cases, key=lambda c: " ".join(c["args"])):
         r = case["report"]
         note = r.get("error") or ""
         if r.get("cudagraph_skips") is not None:
             note = f"cudagraph skips: {r['cudagraph_skips']}"
         if r.get("ranks_agree") is not None:
             note = f"ranks agree: {r['ranks_agree']} (world size {r.get('world_size')})"
-        out.append(f"| `{' '.join(case['args'])}` | {r.get('verdict')} | {fmt(r.get('speedup'), 2)} "
+        args = " ".join(a if "/" not in a else a.split("/")[-1] for a in case["args"])
+        out.append(f"| `{args}` | {r.get('verdict')} | {fmt(r.get('speedup'), 2)} "
                    f"| {fmt(r.get('graphed_over_floor'), 3)} | {fmt(r.get('graph_memory_mb'), 1)} | {note[:120]} |")
+    return out
+
+
+def te_sweep_table(paths: list[Path]) -> list[str]:
+    out = ["| case | hidden | tokens | eager ms | graphed ms | kernel floor ms | speedup |", "|---|---|---|---|---|---|---|"]
+    for path in paths:
+        for line in path.read_text().splitlines():
+            case = json.loads(line) if line.strip() else {}
+            for row in case.get("report", {}).get("sweep") or []:
+                out.append(f"| `{' '.join(case['args'][:4])}` | {row['hidden']} | {row['tokens']} | {fmt(row.get('eager_ms'))} "
+                           f"| {fmt(row.get('graphed_ms'))} | {fmt(row.get('kernel_floor_ms'))} | {fmt(row.get('speedup'), 2)} |")
+    return out if len(out) > 2 else []
+
+
+def check_table(path: Path) -> list[str]:
+    data = json.loads(path.read_text())
+    out = [f"torch {data['torch']} on {data['device']}.", "",
+           "| rule | Example | Use instead | confirmed |", "|---|---|---|---|"]
+    for code, r in sorted(data["rules"].items()):
+        if "skipped" in r:
+            out.append(f"| {code} | skipped: {r['skipped']} | | |")
+        else:
+            out.append(f"| {code} {r['name']} | {r['example']['status']} | {r['use_instead']['status']} "
+                       f"| {'yes' if r['confirmed'] else '**no**'} |")
     return out
 
 
@@ -71,27 +99,41 @@ def main() -> int:
     parts = sorted(run.glob("recipes-bench*.json"))
     bench = {"meta": json.loads(parts[0].read_text())["meta"],
              "rows": [row for part in parts for row in json.loads(part.read_text())["rows"]]}
+    peers = load_anchors(run / "peer-anchors.jsonl")
     lines = [
         "# Benchmark results",
         "",
         f"Machine: {machine['gpu']} (x{machine['gpus']}), torch {machine['torch']}, CUDA {machine['cuda']}, "
         f"Python {machine['python']}. Date: {bench['meta']['date']}. Written by `benchmarks/write_results.py` "
-        "from one run of `scripts/gpu_suite.sh` (rerun it to refresh).",
+        "from the output of `scripts/gpu_suite.sh` (see the end of this file for how to rerun).",
         "",
         "## Recipes: eager vs graphed vs the kernel-time floor",
         "",
-        "Each row is one generated recipe run by `cgkit smoke` in its own process (`benchmarks/bench_recipes.py`).",
-        "eager and graphed are median ms per step (CUDA events); the kernel floor is the summed GPU time of the eager",
-        "step's kernels (torch.profiler), which no replay can beat. `anchor ms` is the same workload and API measured",
-        "earlier on the same machine kind (`benchmarks/anchors-h200-2026-11-29.jsonl`).",
+        "Each row is one generated recipe run by `cgkit smoke` in its own process (`benchmarks/bench_recipes.py`),",
+        "one after another. eager and graphed are median ms per step (CUDA events); graphed is the whole call a user",
+        "makes (copy the inputs in, replay, clone the outputs out; for training, the whole step). The kernel floor is",
+        "the summed GPU time of the eager step's kernels (torch.profiler), which no replay can beat.",
+        "`peer ms` is the same workload and API measured by the anchors' own script (`benchmarks/peer_anchors.py`:",
+        "bare replay or compiled call, no copy-in or clone-out) minutes later on the same machine;",
+        "`anchor ms` is that script's earlier run (`benchmarks/anchors-h200-2026-11-29.jsonl`).",
+        "The anchor workloads (mlp16x512_b8, gpt6x512_b1s64) run with TF32 matmuls on, as the anchors did.",
         "",
-        *bench_table(bench["rows"], load_anchors()),
+        *bench_table(bench["rows"], load_anchors(), peers),
     ]
-    cases = run / "recipe-reports.jsonl"
-    if cases.exists():
+    cases = sorted(run.glob("recipe-reports*.jsonl"))
+    if cases:
         lines += ["", "## Every smoke test case (tests/gpu)", "",
-                  "Run 4 at a time (pytest -n 4), so these speedups are lower bounds; the table above is the clean one.",
-                  "", *cases_table(cases)]
+                  "`pytest -n 8` runs these side by side on the one GPU, so their speedups are lower bounds; the table",
+                  "above is the clean measurement.", "", *cases_table(cases)]
+        sweep = te_sweep_table(cases)
+        if sweep:
+            lines += ["", "## Transformer Engine: where graphs pay (size sweep in the `te` recipe)", "",
+                      "Six `te.TransformerLayer`s, one training step, eager vs graphed vs the kernel-time floor.", "", *sweep]
+    check = run / "check_rules_gpu.json"
+    if check.exists():
+        lines += ["", "## cgkit check: each rule's Example and Use instead under real capture", "",
+                  "`tests/check/test_rules_gpu.py`: the Example must fail capture or replay wrong; the Use instead",
+                  "must capture and replay right.", "", *check_table(check)]
     extra = HERE / "RESULTS-extra.md"
     if extra.exists():
         lines += ["", extra.read_text().strip()]

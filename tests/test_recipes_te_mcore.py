@@ -124,6 +124,11 @@ def test_checklist_mcore():
     assert "Float16Module(config, gpt)" in local and "params_dtype=torch.bfloat16" in local
     assert "model.zero_grad_buffer()" in local and "get_forward_backward_func()" in local
     assert "init_distributed()" in local and "parallel_state.initialize_model_parallel()" in local
+    # Both models start bit-identical: the CPU generator is seeded too (the position embedding is
+    # initialized there), and the graphed model gets the eager model's initial weights.
+    assert "torch.manual_seed(SEED)\n    model_parallel_cuda_manual_seed(" in local
+    assert "initial_weights = weights_of(eager_model)" in local
+    assert "graphed_model.load_state_dict(initial_weights)" in local
     te_impl = recipes.render(recipes.options("mcore-layer", impl="transformer_engine"))
     assert "TECudaGraphHelper(" in te_impl and "helper.create_cudagraphs()" in te_impl
     assert "te_rng_tracker=True" in te_impl and "init_num_microbatches_calculator(" in te_impl
