@@ -45,7 +45,7 @@ def line_directive(line: str):
         return None
     if match.group("sep") is None:
         nxt = line[match.end() : match.end() + 1]
-        if nxt.isalnum() or nxt == "_":  # "# noqanything" is not a directive
+        if nxt.isalnum() or nxt == "_":  # a word that merely starts with noqa is no directive
             return None
         return ALL
     return parse_codes(match.group("codes")) or ()
