@@ -96,7 +96,8 @@ def test_runnable_examples_exist():
 
 # ---------------------------------------------------------------------------- cgkit command lines
 
-ALL_COMMANDS = [(where, argv) for p in OWN_DOCS for where, argv in cgkit_commands(p)]
+# The README's commands are held to the same standard as the skill's.
+ALL_COMMANDS = [(where, argv) for p in (*OWN_DOCS, ROOT / "README.md") for where, argv in cgkit_commands(p)]
 
 
 # Commands another part of cgkit adds; until they are registered, their lines are skipped (and
