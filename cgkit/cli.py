@@ -19,15 +19,21 @@ _HELP = """CUDA Graphs for PyTorch workloads.
 
 \b
   cgkit scaffold --workflow manual -o graphed.py   write a capture script for your model
+  cgkit check train.py                             find capture hazards in your script
   cgkit smoke graphed.py                           prove it on the GPU: captured, correct, faster
+  cgkit explain "ERROR TEXT"                       cause and fix of a capture error
 """
+
+# The order of a user's work: write, check, prove, understand failures, then the extras.
+_COMMAND_ORDER = ("scaffold", "check", "smoke", "explain", "rules", "rule", "skill")
 
 
 class _Group(click.Group):
-    """Lists commands in the order they were added (the order of a user's workflow)."""
+    """Lists commands in the order of a user's work rather than alphabetically."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)
+        known = [name for name in _COMMAND_ORDER if name in self.commands]
+        return known + [name for name in self.commands if name not in known]
 
 
 @click.group(cls=_Group, help=_HELP, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -314,8 +320,13 @@ def check(paths: tuple[str, ...], fmt: str, select: tuple[str, ...], ignore: tup
 @main.command("rules")
 @click.option("--json", "as_json", is_flag=True, help="Print the rule table as JSON.")
 def rules_cmd(as_json: bool) -> None:
-    """List the rules of `cgkit check`: code, name, category, severity (manual capture / torch.compile)."""
-    import json
+    """List the rules of `cgkit check`: code, name, category, severity (manual capture / torch.compile).
+
+    \b
+    Examples:
+      cgkit rules
+      cgkit rules --json
+    """
 
     from cgkit.check import RULES
 
@@ -332,7 +343,13 @@ def rules_cmd(as_json: bool) -> None:
 @main.command("rule")
 @click.argument("code")
 def rule_cmd(code: str) -> None:
-    """Print one rule's documentation (by code, e.g. CG101, or by name, e.g. tensor-item)."""
+    """Print one rule's documentation (by code, e.g. CG101, or by name, e.g. tensor-item).
+
+    \b
+    Examples:
+      cgkit rule CG101
+      cgkit rule python-scalar
+    """
     from cgkit.check import get_rule
     from cgkit.check.docs import rule_markdown
 

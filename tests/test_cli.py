@@ -20,7 +20,7 @@ def test_version_and_help_explain_each_command_with_an_example():
     assert __version__ in invoke("--version").output
     top = invoke("--help")
     assert top.exit_code == 0
-    for command in ("scaffold", "smoke"):
+    for command in ("scaffold", "smoke", "check", "rules", "rule", "explain"):
         assert command in top.output
         text = invoke(command, "--help").output
         assert "Examples:" in text and f"cgkit {command}" in text
