@@ -210,7 +210,7 @@ def write_report(path: str, root: str, rows: list[dict], ruff: str | None, torch
         "",
         f"- Date: {dt.date.today().isoformat()}",
         f"- Machine: {cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
-        f"- Python {platform.python_version()}, torch {torch_version(root)} (source tree checked: `{root}`)",
+        f"- Python {platform.python_version()}, torch {torch_version(root)} (source tree checked: the installed `torch` package)",
         f"- ruff: {tool_version([ruff, '--version']) if ruff else 'not installed'}",
         f"- TorchFix: {tool_version([torchfix, '--version']) if torchfix else 'not installed'}",
         "",
