@@ -135,11 +135,7 @@ def smoke(recipe: Path | None, compare: bool, as_json: bool, timeout: float, npr
         _fail("give exactly one of: a RECIPE file, --workflow NAME, or --compare")
     try:
         if compare:
-            allowed = {"model", "inputs", "mode"}
-            extra = [recipes.option_flag(k) for k, v in values.items() if v not in (None, False) and k not in allowed]
-            if extra:
-                _fail(f"--compare takes only --model, --inputs and --mode (not {', '.join(extra)})")
-            comparison = smoke_lib.compare(values["model"], values["inputs"], values["mode"], timeout=timeout)
+            comparison = smoke_lib.compare(timeout=timeout, nproc=nproc, **values)
             click.echo(json.dumps(comparison.as_dict()) if as_json else smoke_lib.format_comparison(comparison))
             sys.exit(0 if comparison.recommended else 1)
         if values.get("emit") == "flags":

@@ -207,8 +207,7 @@ def plan(opts: ScaffoldOptions) -> dict:
         "captures": wf.captures,
         "verify_template": _verify_template(wf, training),
         **sources,
-        "uses_file_refs": any(s is not None and s["kind"] == "file" for s in sources.values()),
-        "refs_relative": opts.output is not None,
+        "loaders": sorted({s["kind"] for s in sources.values() if s and s["kind"] in ("file", "local_module")}),
         "amp": _amp_context(amp),
         "optimizer": _optimizer_context(optimizer) if training else None,
         "ddp": bool(opts.ddp),
@@ -300,17 +299,18 @@ def _option_groups(words: list[str]) -> list[str]:
 def _imports(wf: Workflow, sources: dict, ddp: bool, te: dict | None = None,
              mcore: dict | None = None) -> dict[str, list[str]]:
     """The script's import lines, grouped and ordered as isort/ruff expect."""
-    file_refs = any(s is not None and s["kind"] == "file" for s in sources.values())
+    kinds = {s["kind"] for s in sources.values() if s is not None}
     megatron = mcore is not None
     stdlib = ["json", "statistics", "sys", "traceback"]
     stdlib += ["copy"] if wf.captures and not (te or megatron) else []
-    stdlib += ["importlib.util"] if file_refs else []
+    stdlib += ["importlib.util"] if "file" in kinds else []
+    stdlib += ["importlib"] if "local_module" in kinds else []
     stdlib += ["logging"] if wf.name == "compile" else []
-    stdlib += ["os"] if ddp or megatron else []
+    stdlib += ["os", "socket"] if ddp or megatron else []
     stdlib += ["inspect"] if te else []
     third = ["torch"] + (["torch.distributed as dist"] if ddp or megatron else [])
     third += ["transformer_engine.pytorch as te"] if te else []
-    froms = [("pathlib", "Path")] if file_refs else []
+    froms = [("pathlib", "Path")] if kinds & {"file", "local_module"} else []
     froms += [("functools", "partial")] if megatron else []
     third_froms = [("torch.nn.parallel", "DistributedDataParallel")] if ddp else []
     third_froms += [("transformer_engine.common", "recipe")] if te and te["fp8"] else []
@@ -371,13 +371,21 @@ def _source(text: str | None, role: str, output: Path | None) -> dict | None:
     if text is None:
         return {"kind": "demo"}
     ref: Ref = parse_ref(text, role)
+    if ref.module is not None and ref.local_root is None:
+        return {"kind": "module", "module": ref.module, "name": ref.name}
     if ref.module is not None:
-        return {"kind": "module", "module": ref.module, "name": ref.name, "text": ref.text}
-    if output is not None:
-        # Keep the script portable with its folder: the path is relative to the script itself.
-        path = Path(os.path.relpath(ref.path, output.resolve().parent)).as_posix()
-        return {"kind": "file", "path": path, "relative": True, "name": ref.name, "text": ref.text}
-    return {"kind": "file", "path": str(ref.path), "relative": False, "name": ref.name, "text": ref.text}
+        # Found in the current folder only: the script puts that folder on sys.path itself.
+        return {"kind": "local_module", "module": ref.module, "name": ref.name,
+                "root": _portable_path(ref.local_root, output)}
+    return {"kind": "file", "path": _portable_path(ref.path, output), "name": ref.name}
+
+
+def _portable_path(path: Path, output: Path | None) -> str:
+    """``path`` relative to the script's folder when the script is written to a file (so the two
+    can move together), else absolute. The script resolves it with ``resolve_path``."""
+    if output is None:
+        return str(path)
+    return Path(os.path.relpath(path, output.resolve().parent)).as_posix()
 
 
 def _verify_template(wf: Workflow, training: bool) -> str:

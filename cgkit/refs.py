@@ -24,10 +24,9 @@ class Ref:
     name: str
     path: Path  # the source file that defines `name`
     module: str | None = None  # dotted module name, for ``package.module:name`` references
-
-    @property
-    def is_file(self) -> bool:
-        return self.module is None
+    # For a module found in the current folder (not installed, not on PYTHONPATH): that folder.
+    # A script elsewhere cannot import it unless it puts this folder on sys.path itself.
+    local_root: Path | None = None
 
 
 def parse_ref(text: str, role: str, search_path: list[str] | None = None) -> Ref:
@@ -45,26 +44,35 @@ def parse_ref(text: str, role: str, search_path: list[str] | None = None) -> Ref
     else:
         if not all(part.isidentifier() for part in target.split(".")):
             raise CgkitError(f"{role} {text!r}: {target!r} is not a module name")
-        path = _find_module_file(target, search_path if search_path is not None else ["", *sys.path])
-        if path is None:
+        found = _find_module_file(target, search_path if search_path is not None else ["", *sys.path])
+        if found is None:
             raise CgkitError(
                 f"{role} {text!r}: module {target!r} not found (is its folder on PYTHONPATH, "
                 "or the package installed?)"
             )
-        ref = Ref(text=text, name=name, path=path, module=target)
+        path, root = found
+        local = root == Path(os.getcwd()).resolve() and not _on_import_path(root)
+        ref = Ref(text=text, name=name, path=path, module=target, local_root=root if local else None)
     _require_top_level_name(ref, role)
     return ref
 
 
-def _find_module_file(module: str, search_path: list[str]) -> Path | None:
-    """Locate a module's source file on ``search_path`` without importing it or its parents."""
+def _find_module_file(module: str, search_path: list[str]) -> tuple[Path, Path] | None:
+    """(source file, search-path folder) of a module, found without importing it or its parents."""
     parts = module.split(".")
     for entry in search_path:
         base = Path(entry or os.getcwd())
         for candidate in (base.joinpath(*parts).with_suffix(".py"), base.joinpath(*parts, "__init__.py")):
             if candidate.is_file():
-                return candidate.resolve()
+                return candidate.resolve(), base.resolve()
     return None
+
+
+def _on_import_path(folder: Path) -> bool:
+    """Whether a script run from anywhere would find modules in ``folder`` (PYTHONPATH, site-packages)."""
+    entries = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    entries += [p for p in sys.path[1:] if p and "site-packages" in p]
+    return any(Path(p).resolve() == folder for p in entries)
 
 
 def _require_top_level_name(ref: Ref, role: str) -> None:

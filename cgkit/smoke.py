@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,7 +22,7 @@ from cgkit.errors import CgkitError
 
 PASSED, FAILED = "passed", "failed"
 _RECIPE_TAG = re.compile(r"^# cgkit-recipe: (.*)$", re.MULTILINE)
-# The compared approaches, in the order of the table; eager comes from the manual recipe's report.
+# The compared approaches, in the order of the table; the eager row is the manual recipe's eager time.
 COMPARED_WORKFLOWS = ("compile", "callables", "manual")
 
 
@@ -88,8 +89,10 @@ def require_gpu(python: str = sys.executable) -> str:
 
 def launch_command(path: Path, nproc: int | None, python: str = sys.executable) -> list[str]:
     """``python FILE``, or torchrun for recipes tagged ``launcher=torchrun``."""
-    if recipe_tags(path).get("launcher") == "torchrun" or nproc:
+    if recipe_tags(path).get("launcher") == "torchrun":
         return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc or 1}", str(path)]
+    if nproc:
+        raise CgkitError(f"--nproc is for DDP recipes (scaffolded with --ddp); {path.name} runs as one process")
     return [python, str(path)]
 
 
@@ -101,19 +104,22 @@ def run_recipe(path: Path, timeout: float = 900, nproc: int | None = None, pytho
         raise CgkitError(f"no such recipe file: {path}")
     if needs_gpu:
         require_gpu(python)
+    command = launch_command(path, nproc, python)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # A session of its own, so a timeout stops torchrun's workers too, not only the launcher.
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             start_new_session=True)
     try:
-        done = subprocess.run(
-            launch_command(path, nproc, python), capture_output=True, text=True, timeout=timeout, env=env
-        )
-    except subprocess.TimeoutExpired as exc:
-        tail = _tail((exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or "")
-        result = SmokeResult(path, None, 124, tail)
+        stdout, stderr = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        stdout, stderr = child.communicate()
+        result = SmokeResult(path, None, 124, _tail(stdout + stderr))
         result.report = {"workflow": recipe_tags(path).get("workflow"), "captured": False, "correct": False,
                          "error": f"timed out after {timeout:g} s"}
         return result
-    report = find_report(done.stdout)
-    result = SmokeResult(path, report, done.returncode, _tail(done.stdout + done.stderr))
+    report = find_report(stdout)
+    result = SmokeResult(path, report, child.returncode, _tail(stdout + stderr))
     if result.verdict == FAILED:
         result.diagnoses = explain_failure(report, result.output_tail)
     return result
@@ -141,11 +147,10 @@ def explain_failure(report: dict | None, output_tail: str) -> list:
     return explain.diagnose(text) if text else []
 
 
-def run_workflow(opts: recipes.ScaffoldOptions, timeout: float = 900, nproc: int | None = None,
-                 keep: Path | None = None) -> SmokeResult:
-    """Render a workflow to a temporary file (or ``keep``) and run it."""
+def run_workflow(opts: recipes.ScaffoldOptions, timeout: float = 900, nproc: int | None = None) -> SmokeResult:
+    """Render a workflow to a temporary file and run it."""
     with tempfile.TemporaryDirectory(prefix="cgkit-smoke-") as tmp:
-        path = keep or Path(tmp) / f"{opts.workflow}_{opts.mode or 'default'}.py"
+        path = Path(tmp) / f"{opts.workflow}_{opts.mode or 'default'}.py"
         recipes.write(opts, path, force=True)
         return run_recipe(path, timeout=timeout, nproc=nproc)
 
@@ -156,9 +161,11 @@ class Comparison:
 
     @property
     def eager_ms(self) -> float | None:
-        for result in self.results.values():
-            if result.report and result.report.get("eager_ms"):
-                return result.report["eager_ms"]
+        """The eager time measured by the manual recipe (each recipe times eager in its own process)."""
+        for name in ("manual", *self.results):
+            report = self.results[name].report if name in self.results else None
+            if report and report.get("eager_ms"):
+                return report["eager_ms"]
         return None
 
     @property
@@ -173,15 +180,19 @@ class Comparison:
                 "results": {name: r.as_dict() for name, r in self.results.items()}}
 
 
-def compare(model: str | None, inputs: str | None, mode: str | None, timeout: float = 900) -> Comparison:
+def compare(model: str | None = None, inputs: str | None = None, mode: str | None = None, timeout: float = 900,
+            nproc: int | None = None, **other_options) -> Comparison:
     """Run compile, callables and manual on the same model and inputs, one after another."""
-    require_gpu()
-    results = {}
-    for name in COMPARED_WORKFLOWS:
-        opts = recipes.ScaffoldOptions(workflow=name, mode=mode or "inference", model=model, inputs=inputs)
+    extra = [recipes.option_flag(k) for k, v in other_options.items() if v not in (None, False)]
+    extra += ["--nproc"] if nproc else []
+    if extra:
+        raise CgkitError(f"--compare takes only --model, --inputs and --mode (not {', '.join(extra)})")
+    runs = {name: recipes.ScaffoldOptions(workflow=name, mode=mode or "inference", model=model, inputs=inputs)
+            for name in COMPARED_WORKFLOWS}
+    for opts in runs.values():
         recipes.plan(opts)  # bad options fail before anything runs
-        results[name] = run_workflow(opts, timeout=timeout)
-    return Comparison(results)
+    require_gpu()
+    return Comparison({name: run_workflow(opts, timeout=timeout) for name, opts in runs.items()})
 
 
 def format_result(result: SmokeResult) -> str:

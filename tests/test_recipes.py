@@ -1,10 +1,11 @@
 """Rendering: every workflow x option combination renders, compiles and passes ruff; bad input fails clearly."""
 
+import ast
 import itertools
 from pathlib import Path
 
 import pytest
-from conftest import MODELS, run_ruff
+from conftest import MODELS, ROOT, run_ruff
 
 from cgkit import recipes
 from cgkit.errors import CgkitError
@@ -123,10 +124,22 @@ def test_file_refs_are_relative_to_the_written_script(tmp_path):
     assert f'load_from_file("{rel}", "build")' in text
 
 
-def test_module_refs_are_imported():
+def test_module_refs_found_in_the_current_folder_are_loaded_from_it(monkeypatch):
+    monkeypatch.chdir(MODELS.parent.parent)  # tests.models.* is importable from the repository root only
     text = _render(workflow="manual", model="tests.models.tiny_gpt:build", inputs="tests.models.tiny_gpt:example_batch")
-    assert "from tests.models.tiny_gpt import build as build_model" in text
-    assert "from tests.models.tiny_gpt import example_batch as build_inputs" in text
+    root = str(MODELS.parent.parent)
+    assert f'build_model = load_from_module("{root}", "tests.models.tiny_gpt", "build")' in text
+    assert f'build_inputs = load_from_module("{root}", "tests.models.tiny_gpt", "example_batch")' in text
+
+
+def test_installed_modules_are_imported(tmp_path, monkeypatch):
+    package = tmp_path / "site" / "userpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("def build():\n    pass\n\ndef batch():\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    text = _render(workflow="manual", model="userpkg:build", inputs="userpkg:batch")
+    assert "from userpkg import batch as build_inputs" in text and "from userpkg import build as build_model" in text
 
 
 @pytest.mark.parametrize(
@@ -181,3 +194,46 @@ def test_every_workflow_template_exists_and_lists_a_summary():
     for wf in recipes.WORKFLOWS.values():
         assert (recipes.recipes_dir() / wf.template).is_file()
         assert wf.summary and len(wf.summary) < 110
+
+
+def _unused_top_level_functions(text):
+    tree = ast.parse(text)
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    return sorted(defined - used - {"main"})
+
+
+@pytest.mark.parametrize("opts", COMBINATIONS, ids=lambda o: recipes.scaffold_command(o).replace(str(MODELS), "M"))
+def test_no_dead_functions_in_generated_scripts(opts):
+    assert _unused_top_level_functions(recipes.render(opts)) == []
+
+
+RUNNABLE_ON_CPU = [
+    {"workflow": "manual"},
+    {"workflow": "manual", "mode": "training", "ddp": True},
+    {"workflow": "callables", "layers": "model.layers", "amp": "bf16"},
+    {"workflow": "compile", "mode": "training"},
+    {"workflow": "profile"},
+    {"workflow": "manual", "mode": "training", "model": f"{GPT}:build", "inputs": f"{GPT}:example_batch",
+     "loss": f"{GPT}:next_token_loss"},
+    {"workflow": "manual", "model": "tests.models.tiny_gpt:build", "inputs": "tests.models.tiny_gpt:example_batch"},
+]
+
+
+@pytest.mark.parametrize("spec", RUNNABLE_ON_CPU, ids=lambda s: recipes.scaffold_command(recipes.ScaffoldOptions(**s)))
+def test_generated_script_imports_and_reports_no_gpu_from_another_folder(spec, tmp_path, monkeypatch):
+    """Run the script as a user would, from another folder: imports, references and the report work."""
+    pytest.importorskip("torch")
+    from cgkit import smoke
+
+    monkeypatch.chdir(ROOT)  # where the references were written from
+    script = tmp_path / "out" / "recipe.py"
+    recipes.write(recipes.ScaffoldOptions(**spec), script)
+    monkeypatch.chdir(tmp_path)
+    result = smoke.run_recipe(script, timeout=300, needs_gpu=False)
+    if result.report and result.report.get("gpu"):
+        pytest.skip("a GPU is present: the gpu tests run these scripts for real")
+    assert result.report is not None, result.output_tail
+    assert result.report["error"].startswith("no CUDA device"), result.output_tail
+    assert result.returncode != 0  # 2 from python; torchrun turns a worker's 2 into 1

@@ -121,3 +121,20 @@ def test_smoke_launches_torchrun_with_several_processes_and_reads_rank0(tmp_path
     assert res.returncode == 0, res.output_tail
     assert res.report["world_size"] == 2 and res.report["sum"] == 3.0
     assert res.verdict == "passed"
+
+
+def test_nproc_is_only_for_ddp_recipes(tmp_path):
+    plain = tmp_path / "plain.py"
+    recipes.write(recipes.ScaffoldOptions(workflow="manual"), plain)
+    with pytest.raises(smoke.CgkitError, match="--nproc is for DDP recipes"):
+        smoke.launch_command(plain, 2, "py")
+    with pytest.raises(smoke.CgkitError, match="--compare takes only"):
+        smoke.compare(nproc=2)
+
+
+def test_a_timeout_stops_the_recipe_and_says_so(tmp_path):
+    recipe = tmp_path / "slow.py"
+    recipe.write_text("# cgkit-recipe: workflow=manual mode=inference launcher=python\nimport time\ntime.sleep(60)\n")
+    res = smoke.run_recipe(recipe, timeout=1, needs_gpu=False)
+    assert res.returncode == 124 and res.report["error"] == "timed out after 1 s"
+    assert res.verdict == "failed"
