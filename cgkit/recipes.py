@@ -536,17 +536,20 @@ def _mcore_context(wf: Workflow, opts: ScaffoldOptions) -> dict | None:
 
 
 def _tolerance(amp: str, te: dict | None, mcore: dict | None, workflow: str = "") -> dict:
+    """How close graphed must be to eager: rtol/atol on outputs, losses and parameters, and
+    ``update`` on the parameter updates of the compared training steps (relative, whole model)."""
     if te and te["fp8"]:
-        return {"rtol": "5e-2", "atol": "5e-2", "why": "FP8 GEMMs; graphed and eager share the same scaling state"}
+        return {"rtol": "5e-2", "atol": "5e-2", "update_rtol": "1e-1",
+                "why": "FP8 GEMMs; each model keeps its own amax history, so scales differ slightly"}
     if te or mcore:
-        return {"rtol": "2e-2", "atol": "2e-2", "why": "bf16 parameters"}
+        return {"rtol": "2e-2", "atol": "2e-2", "update_rtol": "1e-1", "why": "bf16 parameters"}
     if amp != "none":
-        return {"rtol": "2e-2", "atol": "2e-2", "why": f"{amp} autocast"}
+        return {"rtol": "2e-2", "atol": "2e-2", "update_rtol": "1e-1", "why": f"{amp} autocast"}
     if workflow == "compile":
         # Measured on an H200 (torch 2.11, TF32 on): 7e-4 on outputs, 3e-3 on parameters after
         # 9 Adam steps, whose normalised update turns rounding-level gradient differences into
         # parameter differences of up to the learning rate per step.
-        return {"rtol": "1e-2", "atol": "1e-2",
+        return {"rtol": "1e-2", "atol": "1e-2", "update_rtol": "1e-1",
                 "why": "inductor fuses and reorders: not the eager kernels, so rounding differs"}
-    return {"rtol": "1e-4", "atol": "1e-4",
+    return {"rtol": "1e-4", "atol": "1e-4", "update_rtol": "1e-3",
             "why": "graph replay runs the same kernels as eager: differences are rounding at most"}

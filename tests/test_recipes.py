@@ -237,3 +237,38 @@ def test_generated_script_imports_and_reports_no_gpu_from_another_folder(spec, t
     assert result.report is not None, result.output_tail
     assert result.report["error"].startswith("no CUDA device"), result.output_tail
     assert result.returncode != 0  # 2 from python; torchrun turns a worker's 2 into 1
+
+
+def test_training_harness_helpers_on_the_cpu(tmp_path):
+    """The comparison helpers of a training recipe, imported from the rendered script (no GPU needed)."""
+    torch = pytest.importorskip("torch")
+    import runpy
+
+    script = tmp_path / "train.py"
+    recipes.write(recipes.ScaffoldOptions(workflow="manual", mode="training"), script)
+    ns = runpy.run_path(str(script), run_name="not_main")
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5), torch.nn.Dropout(0.0))
+    assert ns["disable_dropout"](model) == 1 and model[1].p == 0.0
+
+    eager, graphed = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    graphed.load_state_dict(eager.state_dict())
+    eager_start, graphed_start = ns["snapshot"](eager), ns["snapshot"](graphed)
+    with torch.no_grad():
+        for p in eager.parameters():
+            p.add_(0.01)
+        for p in graphed.parameters():
+            p.add_(0.01)
+    assert ns["update_error"](graphed, graphed_start, eager, eager_start) < 1e-6
+    with torch.no_grad():  # a frozen learning rate: the graphed run keeps taking larger steps
+        for p in graphed.parameters():
+            p.add_(0.005)
+    assert ns["update_error"](graphed, graphed_start, eager, eager_start) == pytest.approx(0.5, rel=1e-3)
+    assert ns["update_error"](graphed, graphed_start, eager, eager_start) > ns["UPDATE_RTOL"]
+
+    optimizer = torch.optim.Adam(eager.parameters())
+    eager(torch.randn(2, 4)).sum().backward()
+    optimizer.step()
+    state_bytes = sum(p.numel() * 4 * 2 for p in eager.parameters())  # exp_avg and exp_avg_sq
+    assert ns["optimizer_state_bytes"](optimizer) >= state_bytes
+    assert ns["learning_rate_at"](ns["STEPS"] - 1) == pytest.approx(ns["LEARNING_RATE"] / ns["STEPS"])
