@@ -194,16 +194,12 @@ def explain(error: str | None, as_json: bool, list_entries: bool) -> None:
             for e in ENTRIES:
                 click.echo(f"{e.id:<{width}}  {e.title}")
         return
-    if error is None or error == "-":
-        if error is None and sys.stdin.isatty():
-            _fail('give the error text, a log file, or pipe the log in (see `cgkit explain --help`)')
-        text = sys.stdin.read()
-    elif "\n" not in error and len(error) < 4096 and Path(error).is_file():
-        text = Path(error).read_text(errors="replace")
-    else:
-        text = error
-    if not text.strip():
-        _fail("the error text is empty")
+    if error is None and sys.stdin.isatty():
+        _fail('give the error text, a log file, or pipe the log in (see `cgkit explain --help`)')
+    try:
+        text = explain_lib.read_error_text(error, sys.stdin)
+    except CgkitError as exc:
+        _fail(str(exc))
     diagnoses = explain_lib.diagnose(text)
     if as_json:
         click.echo(json.dumps(explain_lib.as_json(diagnoses)))

@@ -16,7 +16,10 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
+from cgkit.errors import CgkitError
 from cgkit.knowledge import CHECKLIST, ENTRIES, GROUPS, Entry
+
+_LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 
 TROUBLESHOOTING = "references/troubleshooting.md"
 _MAX_MATCHED = 240  # characters of the matched line kept in a Diagnosis
@@ -217,3 +220,22 @@ def _main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(_main(sys.argv[1:]))
+
+
+def read_error_text(arg: str | None, stdin) -> str:
+    """The text to explain: ``arg`` itself, the log file it names, or ``stdin`` (None or ``-``).
+
+    A single word that looks like a file name but names no file is an error, not text to match:
+    `cgkit explain trian.log` must not answer "not recognised" about the word "trian.log".
+    """
+    if arg is None or arg == "-":
+        text = stdin.read()
+    elif "\n" not in arg and len(arg) < 4096 and Path(arg).is_file():
+        text = Path(arg).read_text(errors="replace")
+    elif " " not in arg.strip() and ("/" in arg or arg.lower().endswith(_LOG_SUFFIXES)):
+        raise CgkitError(f"no such log file: {arg}")
+    else:
+        text = arg
+    if not text.strip():
+        raise CgkitError("the error text is empty")
+    return text

@@ -190,3 +190,15 @@ def test_cli_list():
     assert all(e.id in result.output for e in ENTRIES)
     data = json.loads(CliRunner().invoke(main, ["explain", "--list", "--json"]).output)
     assert [d["id"] for d in data] == [e.id for e in ENTRIES]
+
+
+def test_a_missing_log_file_is_a_usage_error_not_unrecognised_text(tmp_path):
+    from click.testing import CliRunner
+
+    from cgkit.cli import main
+
+    result = CliRunner().invoke(main, ["explain", str(tmp_path / "trian.log")])
+    assert result.exit_code == 2 and "no such log file" in result.output
+    log = tmp_path / "train.log"
+    log.write_text("RuntimeError: CUDA error: operation not permitted when stream is capturing\n")
+    assert CliRunner().invoke(main, ["explain", str(log)]).exit_code == 0

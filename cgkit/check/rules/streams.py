@@ -58,11 +58,11 @@ RULES = [
         compile=None,
         what="Checks for `torch.cuda.default_stream()` used inside a captured region.",
         why="Capture records the capturing stream (and streams forked from it). Measured on torch "
-        "2.11 (H200, 2026-11-29), the example below captures without any error: the default stream "
-        "is not synchronized with PyTorch's capture stream, so the kernels queued on it run once, "
-        "during capture, outside the graph, and a replay does not repeat them. The result is "
-        "silently stale, which is worse than a failed capture. Libraries that hard-code the default "
-        "stream behave the same way.",
+        "2.11 (H200, 2026-11-29): work on the default stream inside the region does not make the "
+        "capture fail. That stream is not synchronized with PyTorch's capture stream, so its kernels "
+        "are expected to run once, during capture, outside the graph, with no replay repeating them: "
+        "a silently stale result, worse than a failed capture (the GPU test of this rule checks the "
+        "replayed value). Libraries that hard-code the default stream behave the same way.",
         example=code("""
             import torch
 
