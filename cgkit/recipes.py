@@ -209,7 +209,7 @@ def plan(opts: ScaffoldOptions) -> dict:
         **sources,
         "loaders": sorted({s["kind"] for s in sources.values() if s and s["kind"] in ("file", "local_module")}),
         "amp": _amp_context(amp),
-        "optimizer": _optimizer_context(optimizer) if training else None,
+        "optimizer": _optimizer_context(optimizer, wf.name) if training else None,
         "ddp": bool(opts.ddp),
         "buckets": buckets,
         "buckets_literal": repr(tuple(buckets)) if buckets else None,
@@ -402,15 +402,29 @@ def _amp_context(amp: str) -> dict | None:
     return {"name": amp, "dtype": {"bf16": "torch.bfloat16", "fp16": "torch.float16"}[amp]}
 
 
-def _optimizer_context(name: str) -> dict:
-    # The learning rate lives in a device tensor so a schedule can change it between replays
-    # (a Python float would be baked into the graph). Adam/AdamW need capturable=True to keep
-    # their step counters on the GPU when step() is captured.
-    return {
-        "sgd": {"name": "sgd", "cls": "torch.optim.SGD", "kwargs": "momentum=0.9"},
-        "adam": {"name": "adam", "cls": "torch.optim.Adam", "kwargs": "capturable=True"},
-        "adamw": {"name": "adamw", "cls": "torch.optim.AdamW", "kwargs": "weight_decay=0.01, capturable=True"},
-    }[name]
+def _optimizer_context(name: str, workflow: str) -> dict:
+    """The optimizer line and the comments that say why, for the workflow at hand."""
+    cls, base = {"sgd": ("torch.optim.SGD", "momentum=0.9"), "adam": ("torch.optim.Adam", ""),
+                 "adamw": ("torch.optim.AdamW", "weight_decay=0.01")}[name]
+    if workflow == "profile":  # the user's eager step as it is: nothing graph-specific
+        return {"name": name, "cls": cls, "lr": "LEARNING_RATE", "kwargs": base, "why": []}
+    why = ["The learning rate lives in a device tensor: a schedule updates it in place between steps."]
+    if workflow == "manual":
+        why.append("A Python float would be baked into the captured step.")
+        if name == "sgd":
+            extra = "fused=True"
+            why.append("fused=True: the foreach SGD turns a tensor lr into a Python number (a sync).")
+        else:
+            extra = "capturable=True"
+            why.append("capturable=True keeps the step counters on the GPU, so step() can be captured.")
+    else:
+        # The optimizer runs eagerly here; the settings match the manual recipe's, so the
+        # comparisons across workflows train the same way.
+        extra = "fused=True" if name == "sgd" else "capturable=True"
+        why.append(f"{extra} as in the manual recipe, so every workflow trains the same way (here")
+        why.append("step() runs eagerly, outside the graphs).")
+    kwargs = ", ".join(part for part in (base, extra) if part)
+    return {"name": name, "cls": cls, "lr": "lr", "kwargs": kwargs, "why": why}
 
 
 def _parse_buckets(text: str) -> list[int]:
