@@ -95,9 +95,7 @@ def scaffold(output: Path | None, force: bool, list_workflows: bool, workflow: s
       cgkit scaffold --workflow manual --buckets 1,2,4,8 -o serve_graphed.py
     """
     if list_workflows:
-        width = max(map(len, recipes.WORKFLOWS))
-        for wf in recipes.WORKFLOWS.values():
-            click.echo(f"{wf.name:<{width}}  {wf.summary}")
+        click.echo(recipes.workflow_table(), nl=False)
         return
     try:
         opts = _scaffold_opts(workflow, **values)
@@ -319,17 +317,9 @@ def rules_cmd(as_json: bool) -> None:
       cgkit rules
       cgkit rules --json
     """
+    from cgkit.check.docs import rule_table
 
-    from cgkit.check import RULES
-
-    if as_json:
-        rows = [{"code": r.code, "name": r.name, "category": r.category, "manual": r.manual,
-                 "compile": r.compile, "url": r.url} for r in RULES.values()]
-        click.echo(json.dumps(rows, indent=2))
-        return
-    width = max(len(r.name) for r in RULES.values())
-    for r in RULES.values():
-        click.echo(f"{r.code}  {r.name:<{width}}  {r.category:<20}  {r.manual or '-':<7}  {r.compile or '-'}")
+    click.echo(rule_table(as_json), nl=False)
 
 
 @main.command("rule")

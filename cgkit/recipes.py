@@ -142,6 +142,12 @@ def options(workflow: str, **values) -> ScaffoldOptions:
     return ScaffoldOptions(workflow=workflow, **{k: v for k, v in values.items() if k in known}, extra=extra)
 
 
+def workflow_table() -> str:
+    """What `cgkit scaffold --list` prints: one line per workflow."""
+    width = max(map(len, WORKFLOWS))
+    return "".join(f"{wf.name:<{width}}  {wf.summary}\n" for wf in WORKFLOWS.values())
+
+
 def workflow(name: str) -> Workflow:
     try:
         return WORKFLOWS[name]

@@ -9,6 +9,7 @@ A test compares the file with :func:`render_rules_md`, so the reference cannot d
 
 from __future__ import annotations
 
+import json
 import sys
 
 from cgkit.check.model import CATEGORIES, Rule
@@ -73,6 +74,17 @@ def rule_markdown(rule: Rule, heading_level: int = 2) -> str:
         f"Fix: {rule.fix}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def rule_table(as_json: bool = False) -> str:
+    """What `cgkit rules` prints: one line per rule (code, name, category, severities), or JSON."""
+    if as_json:
+        rows = [{"code": r.code, "name": r.name, "category": r.category, "manual": r.manual,
+                 "compile": r.compile, "url": r.url} for r in RULES.values()]
+        return json.dumps(rows, indent=2) + "\n"
+    width = max(len(r.name) for r in RULES.values())
+    return "".join(f"{r.code}  {r.name:<{width}}  {r.category:<20}  {r.manual or '-':<7}  {r.compile or '-'}\n"
+                   for r in RULES.values())
 
 
 def render_rules_md() -> str:
