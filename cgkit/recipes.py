@@ -231,7 +231,6 @@ def plan(opts: ScaffoldOptions) -> dict:
         "mcore": mcore,
         "sweep": bool(te) and sources["model"]["kind"] == "demo",
         "steps": mcore["graphed_from"] + 5 if mcore else 6,
-        **opts.extra,
         # `--emit flags` renders only the Megatron-LM flags and TransformerConfig fields.
         "template": "_shared/megatron_flags.sh.j2" if mcore and mcore["emit"] == "flags" else wf.template,
     }
