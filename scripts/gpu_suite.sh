@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The GPU half of cgkit's checks, run on a CUDA machine from the repository root:
-#   scripts/gpu_suite.sh [STAGE...]      stages: recipes bench check docs te (default: recipes bench)
+#   scripts/gpu_suite.sh [STAGE...]      stages: tests recipes bench check docs te multi (default: recipes bench)
+#   tests: every gpu-marked test but TE's, 8 at a time; te: after scripts/device_te_setup.sh;
+#   multi: the DDP recipes on all GPUs of a machine with 2 or more (nvidia-h200-x2).
 # Results (JSON reports, logs) go to $OUT (the device tool's output folder) or ./out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +24,7 @@ for stage in "${@:-recipes bench}"; do
       recipes) python -m pytest -q -m gpu tests/gpu -n "${CGKIT_JOBS:-4}" -p no:cacheprovider 2>&1 | tee "$OUT/pytest-recipes.log" || status=1 ;;
       bench)   python benchmarks/bench_recipes.py ${CGKIT_BENCH_ARGS:-} --out "$OUT/recipes-bench${CGKIT_BENCH_PART:-}.json" 2>&1 | tee "$OUT/bench${CGKIT_BENCH_PART:-}.log" || status=1 ;;
       tests)   python -m pytest -q -m gpu tests/gpu tests/check tests/test_docs_gpu.py -n "${CGKIT_JOBS:-8}" -p no:cacheprovider 2>&1 | tee "$OUT/pytest-gpu.log" || status=1 ;;
+      multi)   python -m pytest -q -m gpu tests/gpu/test_ddp_multi_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-multi.log" || status=1 ;;
       check)   python -m pytest -q -m gpu tests/check -p no:cacheprovider 2>&1 | tee "$OUT/pytest-check.log" || status=1 ;;
       docs)    python -m pytest -q -m gpu tests/test_docs_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-docs.log" || status=1 ;;
       te)      PYTHONPATH=/tmp/site:$PYTHONPATH python -m pytest -q -m gpu tests/gpu/test_te_mcore_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-te.log" || status=1 ;;
