@@ -8,12 +8,9 @@ Reports go to $CGKIT_GPU_OUT/recipes/ like the other GPU cases.
 """
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from test_recipes_gpu import smoke
 
 CASES = {
     "manual-ddp-multi": ["--workflow", "manual", "--mode", "training", "--ddp"],
@@ -35,16 +32,7 @@ def test_ddp_recipe_on_all_gpus(name):
     gpus = gpu_count()
     if gpus < 2:
         pytest.skip(f"needs 2 or more GPUs (this machine has {gpus})")
-    args = [*CASES[name], "--nproc", str(gpus)]
-    done = subprocess.run([sys.executable, "-m", "cgkit", "smoke", "--json", *args],
-                          capture_output=True, text=True, timeout=900)
-    report = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
-    out = os.environ.get("CGKIT_GPU_OUT")
-    if out:
-        folder = Path(out) / "recipes"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{name}.json").write_text(json.dumps({"args": args, "returncode": done.returncode,
-                                                         "report": report, "stderr": done.stderr[-3000:]}))
+    done, report = smoke([*CASES[name], "--nproc", str(gpus)], name)
     assert done.returncode == 0, json.dumps(report, indent=1) + done.stderr[-2000:]
     assert report["world_size"] == gpus
     assert report["ranks_agree"] is True
