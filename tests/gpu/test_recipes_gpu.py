@@ -74,11 +74,15 @@ def test_recipe_captures_matches_eager_and_is_faster(name):
         assert report["ranks_agree"] and report["world_size"] >= 1
 
 
+def smoke_manual_on(model_file, name):
+    """The manual recipe on one of tests/models' misbehaving models (factories `build`, `example`)."""
+    model = MODELS / model_file
+    return smoke(["--workflow", "manual", "--model", f"{model}:build", "--inputs", f"{model}:example"], name)
+
+
 @pytest.mark.gpu
 def test_frozen_python_branch_is_reported_as_incorrect():
-    model = MODELS / "frozen_branch.py"
-    done, report = smoke(["--workflow", "manual", "--model", f"{model}:build", "--inputs", f"{model}:example"],
-                         "frozen-branch")
+    done, report = smoke_manual_on("frozen_branch.py", "frozen-branch")
     assert done.returncode == 1
     assert report["captured"] is True and report["correct"] is False
     assert report["verdict"] == "failed"
@@ -86,9 +90,7 @@ def test_frozen_python_branch_is_reported_as_incorrect():
 
 @pytest.mark.gpu
 def test_failed_capture_is_explained():
-    model = MODELS / "syncs_in_forward.py"
-    done, report = smoke(["--workflow", "manual", "--model", f"{model}:build", "--inputs", f"{model}:example"],
-                         "sync-in-forward")
+    done, report = smoke_manual_on("syncs_in_forward.py", "sync-in-forward")
     assert done.returncode == 1
     assert report["captured"] is False and report["stage"] == "capture"
     assert report["error"]
@@ -97,9 +99,7 @@ def test_failed_capture_is_explained():
 
 @pytest.mark.gpu
 def test_factory_that_raises_is_reported_not_crashed():
-    model = MODELS / "broken.py"
-    done, report = smoke(["--workflow", "manual", "--model", f"{model}:build", "--inputs", f"{model}:example"],
-                         "broken-factory")
+    done, report = smoke_manual_on("broken.py", "broken-factory")
     assert done.returncode == 1
     assert "broken on purpose" in report["error"] and report["stage"] == "setup"
 
