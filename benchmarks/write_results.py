@@ -36,7 +36,7 @@ def fmt(value, digits=4):
 
 def bench_table(rows: list[dict], anchors: dict, peers: dict) -> list[str]:
     out = ["| workload | workflow | mode | verdict | eager ms | graphed ms | kernel floor ms | speedup | graphed / floor "
-           "| graph MB | peer ms (same session) | anchor ms |", "|" + "---|" * 12]
+           "| replay-only ms | graph MB | peer ms (same session) | anchor ms |", "|" + "---|" * 13]
     anchor_keys = {("manual", "inference"): "manual_graph_ms", ("compile", "inference"): "compile_reduce_overhead_ms",
                    ("callables", "training"): "make_graphed_callables_ms", ("manual", "training"): "full_iteration_graph_ms"}
     for r in rows:
@@ -46,10 +46,11 @@ def bench_table(rows: list[dict], anchors: dict, peers: dict) -> list[str]:
         out.append(
             f"| {r['workload']} | {r['workflow']} | {r['mode']} | {r['verdict']} | {fmt(r.get('eager_ms'))} "
             f"| {fmt(r.get('graphed_ms'))} | {fmt(r.get('kernel_floor_ms'))} | {fmt(r.get('speedup'), 2)} "
-            f"| {fmt(r.get('graphed_over_floor'), 3)} | {fmt(r.get('graph_memory_mb'), 1)} | {fmt(peer)} | {fmt(anchor)} |"
+            f"| {fmt(r.get('graphed_over_floor'), 3)} | {fmt(r.get('replay_only_ms'))} | {fmt(r.get('graph_memory_mb'), 1)} "
+            f"| {fmt(peer)} | {fmt(anchor)} |"
         )
         if r.get("error"):
-            out.append(f"| | | | error: {r['error'][:160]} | | | | | | | | |")
+            out.append(f"| | | | error: {r['error'][:160]} | | | | | | | | | |")
     return out
 
 
@@ -113,6 +114,7 @@ def main() -> int:
         "one after another. eager and graphed are median ms per step (CUDA events); graphed is the whole call a user",
         "makes (copy the inputs in, replay, clone the outputs out; for training, the whole step). The kernel floor is",
         "the summed GPU time of the eager step's kernels (torch.profiler), which no replay can beat.",
+        "`replay-only ms` (inference) times the graph without the recipe's copies in and out, the way the peer does.",
         "`peer ms` is the same workload and API measured by the anchors' own script (`benchmarks/peer_anchors.py`:",
         "bare replay or compiled call, no copy-in or clone-out) minutes later on the same machine;",
         "`anchor ms` is that script's earlier run (`benchmarks/anchors-h200-2026-11-29.jsonl`).",

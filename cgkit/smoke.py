@@ -220,6 +220,8 @@ def format_result(result: SmokeResult) -> str:
             floor = r.get("kernel_floor_ms")
             row("graphed", f"{r['graphed_ms']:.4f} ms/step  ({r['speedup']}x faster"
                            + (f"; {r.get('graphed_over_floor')}x the kernel-time floor of {floor:.4f} ms)" if floor else ")"))
+            if r.get("replay_only_ms"):
+                row("replay only", f"{r['replay_only_ms']:.4f} ms/step  (the graph without copies in or out)")
             row("graph memory", f"{r.get('graph_memory_mb')} MB")
             row("graph launches", f"{r.get('graph_launches_per_step')} per step")
         if r.get("cudagraph_skips") is not None:

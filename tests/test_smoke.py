@@ -52,6 +52,9 @@ def test_format_result_shows_speed_floor_and_memory():
     text = smoke.format_result(result(PASSED_REPORT))
     for expected in ("captured        yes", "5.0x faster", "1.11x the kernel-time floor", "12.0 MB", "PASSED"):
         assert expected in text
+    assert "replay only" not in text
+    with_replay = smoke.format_result(result({**PASSED_REPORT, "replay_only_ms": 0.15}))
+    assert "0.1500 ms/step  (the graph without copies in or out)" in with_replay
 
 
 def test_failed_capture_is_explained_with_cause_and_fix():
