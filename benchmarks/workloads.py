@@ -52,7 +52,8 @@ def _mlp(width, depth):
     return nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(width, width), nn.GELU())])
 
 
-# Candidate sizes for cgkit's built-in demo (DemoMLP is width 1024, depth 16, batch 32).
+# Other sizes of cgkit's built-in demo (DemoMLP: 32 x (Linear(256) + GELU), batch 8). Until
+# 2026-11-29 it was width 512, batch 32 (demo_w512_b32): its eager/floor ceiling was 4.4x there.
 def demo_w1024_b32_model():
     return _mlp(1024, 16)
 
