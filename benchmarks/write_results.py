@@ -54,6 +54,31 @@ def bench_table(rows: list[dict], anchors: dict, peers: dict) -> list[str]:
     return out
 
 
+def latest_rows(parts: list[Path]) -> list[dict]:
+    """The bench rows of every part; a case measured again in a later part (by file name) replaces the earlier."""
+    rows = {}
+    for part in parts:
+        for row in json.loads(part.read_text())["rows"]:
+            rows[(row["workload"], row["workflow"], row["mode"])] = row
+    return list(rows.values())
+
+
+def te_megatron_table(paths: list[Path]) -> list[str]:
+    """The te, mcore-layer and mcore-full smoke cases: one training step, eager vs graphed."""
+    out = ["| case | verdict | eager ms | graphed ms | kernel floor ms | speedup | graphed / floor | max abs diff "
+           "| steps compared | graph MB |", "|" + "---|" * 10]
+    cases = [json.loads(line) for path in paths for line in path.read_text().splitlines() if line.strip()]
+    for case in sorted(cases, key=lambda c: " ".join(c["args"])):
+        r = case["report"]
+        if r.get("workflow") not in ("te", "mcore-layer", "mcore-full"):
+            continue
+        args = " ".join(a for a in case["args"] if a not in ("--timeout", "600"))
+        out.append(f"| `{args}` | {r.get('verdict')} | {fmt(r.get('eager_ms'))} | {fmt(r.get('graphed_ms'))} "
+                   f"| {fmt(r.get('kernel_floor_ms'))} | {fmt(r.get('speedup'), 2)} | {fmt(r.get('graphed_over_floor'), 3)} "
+                   f"| {fmt(r.get('max_abs_diff'), 6)} | {len(r.get('losses_eager') or [])} | {fmt(r.get('graph_memory_mb'), 1)} |")
+    return out if len(out) > 2 else []
+
+
 def cases_table(paths: list[Path]) -> list[str]:
     out = ["| case | verdict | speedup | graphed / floor | graph MB | note |", "|---|---|---|---|---|---|"]
     cases = [json.loads(line) for path in paths for line in path.read_text().splitlines() if line.strip()]
@@ -98,8 +123,7 @@ def main() -> int:
     run = Path(sys.argv[1])
     machine = json.loads((run / "machine.json").read_text())
     parts = sorted(run.glob("recipes-bench*.json"))
-    bench = {"meta": json.loads(parts[0].read_text())["meta"],
-             "rows": [row for part in parts for row in json.loads(part.read_text())["rows"]]}
+    bench = {"meta": json.loads(parts[0].read_text())["meta"], "rows": latest_rows(parts)}
     peers = load_anchors(run / "peer-anchors.jsonl")
     lines = [
         "# Benchmark results",
@@ -125,8 +149,14 @@ def main() -> int:
     cases = sorted(run.glob("recipe-reports*.jsonl"))
     if cases:
         lines += ["", "## Every smoke test case (tests/gpu)", "",
-                  "`pytest -n 8` runs these side by side on the one GPU, so their speedups are lower bounds; the table",
-                  "above is the clean measurement.", "", *cases_table(cases)]
+                  "`scripts/gpu_suite.sh tests` runs these 8 at a time on the one GPU, so their speedups are lower",
+                  "bounds; the tables above and below are the clean measurements.", "", *cases_table(cases)]
+        te_megatron = te_megatron_table(cases)
+        if te_megatron:
+            lines += ["", "## Transformer Engine and Megatron-Core recipes", "",
+                      "Run one at a time (`scripts/gpu_suite.sh te`); eager and graphed are one training step (all its",
+                      "microbatches); steps compared: per-step losses, graphed vs eager, from the same initial weights.",
+                      "", *te_megatron]
         sweep = te_sweep_table(cases)
         if sweep:
             lines += ["", "## Transformer Engine: where graphs pay (size sweep in the `te` recipe)", "",
