@@ -12,6 +12,7 @@ import ast
 
 from cgkit.check.project import ClassIndex, FuncRef
 from cgkit.check.regions import kind_targets, resolve_callable
+from cgkit.check.rules import function_hazards
 
 MAX_DEPTH = 12
 
@@ -101,7 +102,7 @@ def walk(region, project, emit) -> list[tuple[FuncRef, list[dict]]]:
         facts = project.facts(fref)
         reached.append((fref, chain))
         lo, hi = span if span is not None else (0, 1 << 30)
-        for hazard in facts.hazards():
+        for hazard in facts.hazards(function_hazards):
             line = getattr(hazard.node, "lineno", 0)
             if lo <= line <= hi and (is_root or not hazard.root_only):
                 emit(hazard, facts, chain, is_root and span is None)
@@ -119,20 +120,9 @@ def walk(region, project, emit) -> list[tuple[FuncRef, list[dict]]]:
     return reached
 
 
-def positional_params(fref: FuncRef) -> list[str]:
-    node = fref.node
-    if type(node) is ast.Module:
-        return []
-    names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
-    is_static = any(getattr(d, "id", None) == "staticmethod" for d in node.decorator_list)
-    if fref.cls is not None and names and not is_static:
-        names = names[1:]
-    return names
-
-
 def argument_kinds(facts, call, target: FuncRef) -> dict:
     """Kinds of the arguments at a call site, keyed by the callee's parameter names."""
-    params = positional_params(target)
+    params = target.positional_params
     out = {}
     for i, arg in enumerate(call.node.args):
         if type(arg) is ast.Starred or i >= len(params):

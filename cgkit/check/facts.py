@@ -412,11 +412,10 @@ class Facts:
                 self.self_stores.append((target.attr, stmt, None if aug else getattr(stmt, "value", None)))
 
     # -- hazards -------------------------------------------------------------------------------
-    def hazards(self) -> list:
+    def hazards(self, scan) -> list:
+        """What `scan` (the rules' function_hazards) finds in this function, computed once."""
         if self._hazards is None:
-            from cgkit.check.rules import function_hazards
-
-            self._hazards = function_hazards(self)
+            self._hazards = scan(self)
         return self._hazards
 
 

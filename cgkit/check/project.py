@@ -52,6 +52,18 @@ class FuncRef:
     def line(self) -> int:
         return getattr(self.node, "lineno", 1)
 
+    @property
+    def positional_params(self) -> list[str]:
+        """Names of the parameters a positional argument can fill (without self/cls of a method)."""
+        node = self.node
+        if type(node) is ast.Module:
+            return []
+        names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+        is_static = any(getattr(d, "id", None) == "staticmethod" for d in node.decorator_list)
+        if self.cls is not None and names and not is_static:
+            names = names[1:]
+        return names
+
 
 class ClassIndex:
     def __init__(self, module: ModuleIndex, node: ast.ClassDef):

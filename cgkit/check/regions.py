@@ -22,6 +22,7 @@ import ast
 import bisect
 import re
 
+from cgkit.check.facts import TENSOR
 from cgkit.check.model import kind_class
 from cgkit.check.names import add_import, dotted
 from cgkit.check.project import _NESTED_BLOCKS, FUNC_TYPES, ClassIndex, FuncRef, ModuleIndex, Project
@@ -187,11 +188,8 @@ class _Finder:
                         region.targets = _flatten(target)
                         region.roots = self._resolve_targets(region.targets, scope, stmt.lineno)
                         # Graphed callables take tensors only: their parameters are tensors.
-                        from cgkit.check.calls import positional_params
-                        from cgkit.check.facts import TENSOR
-
                         for root in region.roots:
-                            self.project.seed(root, {p: TENSOR for p in positional_params(root)})
+                            self.project.seed(root, {p: TENSOR for p in root.positional_params})
                     self.regions.append(region)
 
     def _compiled(self, node, compile_call, target, stmt, scope, ancestors) -> None:
