@@ -114,6 +114,26 @@ def test_compile_marks_steps_and_counts_skips():
     assert "cudagraph_skip_reasons" in text
 
 
+PROFILER_HELPERS = {"graph_launches", "kernel_floor"}
+
+
+def calls_in_order(function: ast.FunctionDef) -> list[str]:
+    """Names of the plain function calls in `function`, in source order."""
+    calls = [n for n in ast.walk(function) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    return [c.func.id for c in sorted(calls, key=lambda c: (c.lineno, c.col_offset))]
+
+
+@pytest.mark.parametrize("opts", [o for o in COMBINATIONS if recipes.WORKFLOWS[o.workflow].captures],
+                         ids=lambda o: f"{o.workflow}-{o.mode}")
+def test_every_timing_happens_before_the_profiler_runs(opts):
+    # After a torch.profiler session, launches can stay slower (pytorch/pytorch#144455).
+    tree = ast.parse(recipes.render(opts))
+    functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    order = calls_in_order(functions["record_speed"])
+    first_profile = min(order.index(name) for name in PROFILER_HELPERS)
+    assert "time_ms" in order and max(i for i, n in enumerate(order) if n == "time_ms") < first_profile, order
+
+
 def test_file_refs_are_relative_to_the_written_script(tmp_path):
     out = tmp_path / "sub" / "graphed.py"
     opts = recipes.ScaffoldOptions(workflow="manual", model=f"{GPT}:build", inputs=f"{GPT}:example_batch")
