@@ -1,4 +1,5 @@
 import json
+import os
 
 from click.testing import CliRunner
 
@@ -15,12 +16,15 @@ CLEAN = "import torch\nprint(torch.ones(2).sum().item())\n"
 
 
 def _run(args, cwd):
-    runner = CliRunner()
-    with runner.isolated_filesystem(temp_dir=cwd):
-        for name, text in (("bad.py", SRC), ("clean.py", CLEAN)):
-            with open(name, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        return runner.invoke(main, args)
+    """`cgkit ARGS` run in `cwd`, where bad.py and clean.py are written first."""
+    for name, text in (("bad.py", SRC), ("clean.py", CLEAN)):
+        (cwd / name).write_text(text, encoding="utf-8")
+    previous = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return CliRunner().invoke(main, args)
+    finally:
+        os.chdir(previous)
 
 
 def test_exit_codes(tmp_path):
