@@ -73,4 +73,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except smoke.NoGPU as exc:
+        print(f"{Path(__file__).name}: {exc}", file=sys.stderr)
+        sys.exit(2)
