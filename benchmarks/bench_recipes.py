@@ -72,9 +72,14 @@ def main() -> int:
     return 0 if all(r["verdict"] == "passed" for r in rows) else 1
 
 
-if __name__ == "__main__":
+def exit_with(main, script: str) -> None:
+    """Exit with main()'s status; without a GPU, with status 2 and smoke's message."""
     try:
         sys.exit(main())
     except smoke.NoGPU as exc:
-        print(f"{Path(__file__).name}: {exc}", file=sys.stderr)
+        print(f"{Path(script).name}: {exc}", file=sys.stderr)
         sys.exit(2)
+
+
+if __name__ == "__main__":
+    exit_with(main, __file__)

@@ -24,28 +24,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from bench_recipes import options  # noqa: E402
+from bench_recipes import exit_with, options  # noqa: E402
 
 from cgkit import recipes, smoke  # noqa: E402
-
-
-def time_ms(fn, iters=200, reps=5):
-    """Median ms per call over `reps` runs of `iters` calls (CUDA events), as the peer script times."""
-    import torch
-
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / iters)
-    return statistics.median(samples)
 
 
 def load_recipe(path: Path):
@@ -83,7 +64,8 @@ def main() -> int:
         samples = {name: [] for name in calls}
         for _ in range(args.rounds):
             for name, fn in calls.items():
-                samples[name].append(time_ms(fn))
+                # the recipe's own timer, run as long as the peer script runs its own
+                samples[name].append(recipe.time_ms(fn, warmup=10, iters=200, repeats=5))
     medians = {name: statistics.median(values) for name, values in samples.items()}
     print(json.dumps({
         "workload": args.workload,
@@ -96,8 +78,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except smoke.NoGPU as exc:
-        print(f"{Path(__file__).name}: {exc}", file=sys.stderr)
-        sys.exit(2)
+    exit_with(main, __file__)

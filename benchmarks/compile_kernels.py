@@ -11,6 +11,8 @@ from collections import Counter
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+if not torch.cuda.is_available():
+    sys.exit("compile_kernels.py: needs a CUDA device")
 width, batch = (int(a) for a in sys.argv[1:3]) if len(sys.argv) > 2 else (256, 8)
 model = torch.nn.Sequential(*[m for _ in range(32) for m in (torch.nn.Linear(width, width), torch.nn.GELU())]).cuda()
 x = torch.randn(batch, width, device="cuda")

@@ -53,7 +53,8 @@ def _mlp(width, depth):
 
 
 # Other sizes of cgkit's built-in demo (DemoMLP: 32 x (Linear(256) + GELU), batch 8). Until
-# 2026-11-29 it was width 512, batch 32 (demo_w512_b32): its eager/floor ceiling was 4.4x there.
+# 2026-11-29 it was width 512, batch 32 (demo_w512_b32): its eager/floor
+# ceiling (the most a graph could gain) was 4.3x to 4.8x on the H200, below the 5x bar.
 def demo_w1024_b32_model():
     return _mlp(1024, 16)
 

@@ -72,7 +72,8 @@ def te_megatron_table(paths: list[Path]) -> list[str]:
         r = case["report"]
         if r.get("workflow") not in ("te", "mcore-layer", "mcore-full"):
             continue
-        args = " ".join(a for a in case["args"] if a not in ("--timeout", "600"))
+        args = case["args"][:case["args"].index("--timeout")] if "--timeout" in case["args"] else case["args"]
+        args = " ".join(args)
         out.append(f"| `{args}` | {r.get('verdict')} | {fmt(r.get('eager_ms'))} | {fmt(r.get('graphed_ms'))} "
                    f"| {fmt(r.get('kernel_floor_ms'))} | {fmt(r.get('speedup'), 2)} | {fmt(r.get('graphed_over_floor'), 3)} "
                    f"| {fmt(r.get('max_abs_diff'), 6)} | {len(r.get('losses_eager') or [])} | {fmt(r.get('graph_memory_mb'), 1)} |")
