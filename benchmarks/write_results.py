@@ -1,15 +1,17 @@
 """Write benchmarks/RESULTS.md from the JSON results of a GPU run.
 
-    python benchmarks/write_results.py RUN_DIR
+    python benchmarks/write_results.py RUN_DIR [--also EARLIER/recipe-reports-te.jsonl ...]
 
 RUN_DIR holds what scripts/gpu_suite.sh wrote: machine.json, recipes-bench*.json (one or more bench
-runs), and optionally recipe-reports*.jsonl (every smoke test case), check_rules_gpu.json and
-peer-anchors.jsonl (benchmarks/peer_anchors.py run in the same session). Numbers are copied, never
-edited.
+runs), and optionally recipe-reports*.jsonl (every smoke test case), check_rules_gpu.json,
+peer-anchors.jsonl (benchmarks/peer_anchors.py run in the same session), compile-call-cost.jsonl
+(benchmarks/compile_call_cost.py), profiler-effect.jsonl and compile-kernels.jsonl (the scripts of
+those names). `--also` adds smoke reports from an earlier run (say, the Transformer Engine cases,
+which need their own set-up); their tables name the file. Numbers are copied, never edited.
 """
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -35,8 +37,8 @@ def fmt(value, digits=4):
 
 
 def bench_table(rows: list[dict], anchors: dict, peers: dict) -> list[str]:
-    out = ["| workload | workflow | mode | verdict | eager ms | graphed ms | kernel floor ms | speedup | graphed / floor "
-           "| replay-only ms | graph MB | peer ms (same session) | anchor ms |", "|" + "---|" * 13]
+    out = ["| workload | workflow | mode | verdict | eager ms | graphed ms | kernel floor ms | graph kernels ms | speedup "
+           "| graphed / floor | replay-only ms | graph MB | peer ms (same session) | anchor ms |", "|" + "---|" * 14]
     anchor_keys = {("manual", "inference"): "manual_graph_ms", ("compile", "inference"): "compile_reduce_overhead_ms",
                    ("callables", "training"): "make_graphed_callables_ms", ("manual", "training"): "full_iteration_graph_ms"}
     for r in rows:
@@ -45,12 +47,13 @@ def bench_table(rows: list[dict], anchors: dict, peers: dict) -> list[str]:
         peer = peers.get((r["workload"], r["mode"]), {}).get(key)
         out.append(
             f"| {r['workload']} | {r['workflow']} | {r['mode']} | {r['verdict']} | {fmt(r.get('eager_ms'))} "
-            f"| {fmt(r.get('graphed_ms'))} | {fmt(r.get('kernel_floor_ms'))} | {fmt(r.get('speedup'), 2)} "
+            f"| {fmt(r.get('graphed_ms'))} | {fmt(r.get('kernel_floor_ms'))} | {fmt(r.get('graphed_kernel_ms'))} "
+            f"| {fmt(r.get('speedup'), 2)} "
             f"| {fmt(r.get('graphed_over_floor'), 3)} | {fmt(r.get('replay_only_ms'))} | {fmt(r.get('graph_memory_mb'), 1)} "
             f"| {fmt(peer)} | {fmt(anchor)} |"
         )
         if r.get("error"):
-            out.append(f"| | | | error: {r['error'][:160]} | | | | | | | | | |")
+            out.append(f"| | | | error: {r['error'][:160]} | | | | | | | | | | |")
     return out
 
 
@@ -85,7 +88,7 @@ def cases_table(paths: list[Path]) -> list[str]:
     cases = [json.loads(line) for path in paths for line in path.read_text().splitlines() if line.strip()]
     for case in sorted(cases, key=lambda c: " ".join(c["args"])):
         r = case["report"]
-        note = r.get("error") or ""
+        note = " ".join((r.get("error") or "").split())  # one table row: no line breaks
         if r.get("cudagraph_skips") is not None:
             note = f"cudagraph skips: {r['cudagraph_skips']}"
         if r.get("ranks_agree") is not None:
@@ -120,8 +123,48 @@ def check_table(path: Path) -> list[str]:
     return out
 
 
+def json_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip().startswith("{")]
+
+
+def compile_call_table(path: Path) -> list[str]:
+    """benchmarks/compile_call_cost.py: three forms of the compiled call, one process, interleaved."""
+    out = ["| workload | peer ms | recipe's bare call ms | recipe's call ms (clones outputs) | bare / peer "
+           "| call / peer |", "|---|---|---|---|---|---|"]
+    for r in json_lines(path):
+        ms, ratio = r["ms"], r["over_peer"]
+        out.append(f"| {r['workload']} | {fmt(ms['peer'])} | {fmt(ms['replay_only'])} | {fmt(ms['recipe'])} "
+                   f"| {fmt(ratio['replay_only'], 3)} | {fmt(ratio['recipe'], 3)} |")
+    return out
+
+
+def profiler_effect_table(path: Path) -> list[str]:
+    """benchmarks/profiler_effect.py: eager and replay timed before and after one profiler session."""
+    out = ["| process | eager before ms | eager after ms | eager after / before | graph before ms | graph after ms "
+           "| graph after / before |", "|---|---|---|---|---|---|---|"]
+    for n, r in enumerate(json_lines(path), 1):
+        b, a, q = r["before_ms"], r["after_ms"], r["after_over_before"]
+        out.append(f"| {n} | {fmt(b['eager'])} | {fmt(a['eager'])} | {fmt(q['eager'], 3)} | {fmt(b['graph'])} "
+                   f"| {fmt(a['graph'])} | {fmt(q['graph'], 3)} |")
+    return out
+
+
+def compile_kernels_table(path: Path) -> list[str]:
+    """benchmarks/compile_kernels.py: wall and GPU time per step, and the costliest kernel, per variant."""
+    out = ["| BLAS preference | variant | wall ms | GPU ms | costliest kernel (ms per step) |", "|---|---|---|---|---|"]
+    for r in json_lines(path):
+        name, ms = r["top_kernels"][0]
+        out.append(f"| {r['blas']} | {r['variant']} | {fmt(r['wall_ms'])} | {fmt(r['gpu_ms'])} | `{name[:60]}` ({fmt(ms)}) |")
+    return out
+
+
 def main() -> int:
-    run = Path(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="the folder of one GPU session's output")
+    parser.add_argument("--also", type=Path, action="append", default=[],
+                        help="a recipe-reports*.jsonl from an earlier session to include (repeatable)")
+    args = parser.parse_args()
+    run = args.run
     machine = json.loads((run / "machine.json").read_text())
     parts = sorted(run.glob("recipes-bench*.json"))
     bench = {"meta": json.loads(parts[0].read_text())["meta"], "rows": latest_rows(parts)}
@@ -147,21 +190,39 @@ def main() -> int:
         "",
         *bench_table(bench["rows"], load_anchors(), peers),
     ]
+    experiments = [
+        ("compile-call-cost.jsonl", compile_call_table, "compile: the recipe's call against the peer's, in one process",
+         "`benchmarks/compile_call_cost.py`: the same compiled model called three ways, round after round in one "
+         "process, no profiler before (median of 5 rounds of 5 x 200 calls)."),
+        ("profiler-effect.jsonl", profiler_effect_table, "What a torch.profiler session does to the timings after it",
+         "`benchmarks/profiler_effect.py`, three separate processes: the demo model eager and as one graph replay, "
+         "timed before and after one profiler session in the same process."),
+        ("compile-kernels.jsonl", compile_kernels_table, "compile on the demo: which kernels, and the BLAS choice",
+         "`benchmarks/compile_kernels.py`: the demo model (fp32, TF32 off) in four forms, under PyTorch's default BLAS "
+         "choice and with `torch.backends.cuda.preferred_blas_library(\"cublaslt\")`; wall time first, then the "
+         "profiler."),
+    ]
+    for name, table, title, text in experiments:
+        if (run / name).exists():
+            lines += ["", f"## {title}", "", text, "", *table(run / name)]
     cases = sorted(run.glob("recipe-reports*.jsonl"))
     if cases:
         lines += ["", "## Every smoke test case (tests/gpu)", "",
                   "`scripts/gpu_suite.sh tests` runs these 8 at a time on the one GPU, so their speedups are lower",
                   "bounds; the tables above and below are the clean measurements.", "", *cases_table(cases)]
-        te_megatron = te_megatron_table(cases)
-        if te_megatron:
-            lines += ["", "## Transformer Engine and Megatron-Core recipes", "",
-                      "Run one at a time (`scripts/gpu_suite.sh te`); eager and graphed are one training step (all its",
-                      "microbatches); steps compared: per-step losses, graphed vs eager, from the same initial weights.",
-                      "", *te_megatron]
-        sweep = te_sweep_table(cases)
-        if sweep:
-            lines += ["", "## Transformer Engine: where graphs pay (size sweep in the `te` recipe)", "",
-                      "Six `te.TransformerLayer`s, one training step, eager vs graphed vs the kernel-time floor.", "", *sweep]
+    cases += args.also
+    earlier = f" From `{'`, `'.join(str(p) for p in args.also)}` (an earlier session)." if args.also else ""
+    te_megatron = te_megatron_table(cases)
+    if te_megatron:
+        lines += ["", "## Transformer Engine and Megatron-Core recipes", "",
+                  "Run one at a time (`scripts/gpu_suite.sh te`); eager and graphed are one training step (all its",
+                  "microbatches); steps compared: per-step losses, graphed vs eager, from the same initial weights." + earlier,
+                  "", *te_megatron]
+    sweep = te_sweep_table(cases)
+    if sweep:
+        lines += ["", "## Transformer Engine: where graphs pay (size sweep in the `te` recipe)", "",
+                  "Six `te.TransformerLayer`s, one training step, eager vs graphed vs the kernel-time floor." + earlier,
+                  "", *sweep]
     check = run / "check_rules_gpu.json"
     if check.exists():
         lines += ["", "## cgkit check: each rule's Example and Use instead under real capture", "",
@@ -176,4 +237,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -119,8 +119,8 @@ def smoke(recipe: Path | None, compare: bool, as_json: bool, timeout: float, npr
           workflow: str | None, **values) -> None:
     """Run a recipe on the GPU and report: captured? same results as eager? how much faster?
 
-    Exit status: 0 captured and correct, 1 ran but did not capture or did not match,
-    2 usage error or no CUDA device.
+    Exit status: 0 captured and correct (with --compare: at least one approach was), 1 ran but did
+    not capture or did not match, 2 usage error or no CUDA device.
 
     \b
     Examples:
@@ -135,7 +135,7 @@ def smoke(recipe: Path | None, compare: bool, as_json: bool, timeout: float, npr
         if compare:
             comparison = smoke_lib.compare(timeout=timeout, nproc=nproc, **values)
             click.echo(json.dumps(comparison.as_dict()) if as_json else smoke_lib.format_comparison(comparison))
-            sys.exit(0 if comparison.recommended else 1)
+            sys.exit(0 if comparison.passing else 1)
         if values.get("emit") == "flags":
             _fail("--emit flags renders Megatron-LM flags, not a script: use it with `cgkit scaffold`")
         if recipe is not None:

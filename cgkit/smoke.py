@@ -169,11 +169,16 @@ class Comparison:
         return None
 
     @property
+    def passing(self) -> dict[str, float]:
+        """ms per step of each approach that captured and matched eager."""
+        return {name: r.report["graphed_ms"] for name, r in self.results.items()
+                if r.verdict == PASSED and r.report.get("graphed_ms")}
+
+    @property
     def recommended(self) -> str | None:
-        """The fastest approach that captured and matched eager."""
-        passing = {name: r.report["graphed_ms"] for name, r in self.results.items()
-                   if r.verdict == PASSED and r.report.get("graphed_ms")}
-        return min(passing, key=passing.get) if passing else None
+        """The fastest approach that captured, matched eager and beat eager's time."""
+        faster = {name: ms for name, ms in self.passing.items() if (self.results[name].report.get("speedup") or 0) > 1}
+        return min(faster, key=faster.get) if faster else None
 
     def as_dict(self) -> dict:
         return {"eager_ms": self.eager_ms, "recommended": self.recommended,
@@ -218,10 +223,16 @@ def format_result(result: SmokeResult) -> str:
         if r.get("graphed_ms"):
             row("eager", f"{r['eager_ms']:.4f} ms/step")
             floor = r.get("kernel_floor_ms")
-            row("graphed", f"{r['graphed_ms']:.4f} ms/step  ({r['speedup']}x faster"
+            pace = f"{r['speedup']}x faster" if r["speedup"] >= 1 else f"{r['speedup']}x eager's speed: SLOWER"
+            row("graphed", f"{r['graphed_ms']:.4f} ms/step  ({pace}"
                            + (f"; {r.get('graphed_over_floor')}x the kernel-time floor of {floor:.4f} ms)" if floor else ")"))
             if r.get("replay_only_ms"):
                 row("replay only", f"{r['replay_only_ms']:.4f} ms/step  (the graph without copies in or out)")
+            if r.get("graphed_kernel_ms") and floor:
+                row("graph kernels", f"{r['graphed_kernel_ms']:.4f} ms/step of GPU time (eager's kernels: {floor:.4f} ms)")
+            note = slowdown_note(r)
+            if note:
+                row("why slower", note)
             row("graph memory", f"{r.get('graph_memory_mb')} MB")
             row("graph launches", f"{r.get('graph_launches_per_step')} per step")
         if r.get("cudagraph_skips") is not None:
@@ -242,6 +253,23 @@ def format_result(result: SmokeResult) -> str:
     return "\n".join(rows)
 
 
+SLOW_KERNELS_FACTOR = 1.5  # graph kernels this much above eager's: the graph runs other, slower kernels
+SLOWER_THAN_EAGER_DOC = "references/api-pytorch.md#when-the-graphed-step-is-slower-than-eager"
+
+
+def slowdown_note(report: dict) -> str | None:
+    """Why a graphed step that captured is slower than eager, in one sentence; None when it is not."""
+    speedup, floor, graph_kernels = report.get("speedup"), report.get("kernel_floor_ms"), report.get("graphed_kernel_ms")
+    if not speedup or speedup >= 1:
+        return None
+    if floor and graph_kernels and graph_kernels > SLOW_KERNELS_FACTOR * floor:
+        return (f"the graph's kernels take {graph_kernels / floor:.1f}x the GPU time of eager's: it runs other, "
+                "slower kernels (torch.compile picks its own), which no launch saving makes up for. "
+                f"See {SLOWER_THAN_EAGER_DOC}")
+    return ("the step is not launch-bound (its kernels keep the GPU busy), so the graph's copies cost more "
+            f"than the launches it saves; check with `cgkit smoke --workflow profile`. See {SLOWER_THAN_EAGER_DOC}")
+
+
 def format_comparison(comparison: Comparison) -> str:
     header = f"{'approach':<10} {'captured':<9} {'correct':<8} {'ms/step':>9} {'speedup':>8} {'memory MB':>10}"
     lines = [header, "-" * len(header)]
@@ -259,8 +287,13 @@ def format_comparison(comparison: Comparison) -> str:
             lines.append(f"{'':10} {r.get('error') or 'no report'}")
     best = comparison.recommended
     lines.append("")
-    lines.append(f"recommended: {best} (fastest that captured and matched eager)" if best
-                 else "recommended: none of the graphed approaches captured and matched eager")
+    if best:
+        lines.append(f"recommended: {best} (the fastest that captured, matched eager and beat it)")
+    elif comparison.passing:
+        lines.append("recommended: stay eager: every approach that captured and matched eager was slower than it "
+                     f"(see {SLOWER_THAN_EAGER_DOC})")
+    else:
+        lines.append("recommended: none of the graphed approaches captured and matched eager")
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU half of cgkit's checks, run on a CUDA machine from the repository root:
-#   scripts/gpu_suite.sh [STAGE...]      stages: tests recipes bench calls check docs te multi (default: recipes bench)
+#   scripts/gpu_suite.sh [STAGE...]      stages: tests recipes bench calls experiments check docs te multi
+#                                        (default: recipes bench)
 #   tests: every gpu-marked test but TE's, 8 at a time; te: after scripts/device_te_setup.sh;
 #   multi: the DDP recipes on all GPUs of a machine with 2 or more (nvidia-h200-x2).
 # Results (JSON reports, logs) go to $OUT (the device tool's output folder) or ./out.
@@ -24,6 +25,9 @@ for stage in "${@:-recipes bench}"; do
       recipes) python -m pytest -q -m gpu tests/gpu -n "${CGKIT_JOBS:-4}" -p no:cacheprovider 2>&1 | tee "$OUT/pytest-recipes.log" || status=1 ;;
       bench)   python benchmarks/bench_recipes.py ${CGKIT_BENCH_ARGS:-} --out "$OUT/recipes-bench${CGKIT_BENCH_PART:-}.json" 2>&1 | tee "$OUT/bench${CGKIT_BENCH_PART:-}.log" || status=1 ;;
       calls)   for w in mlp16x512_b8 gpt6x512_b1s64; do python benchmarks/compile_call_cost.py --workload $w || status=1; done > "$OUT/compile-call-cost.jsonl" ;;
+      experiments)  # the profiler's after-effect, in 3 processes; compile's kernels on the demo
+               for _ in 1 2 3; do python benchmarks/profiler_effect.py || status=1; done > "$OUT/profiler-effect.jsonl"
+               python benchmarks/compile_kernels.py > "$OUT/compile-kernels.jsonl" || status=1 ;;
       tests)   python -m pytest -q -m gpu tests/gpu tests/check tests/test_docs_gpu.py -n "${CGKIT_JOBS:-8}" -p no:cacheprovider 2>&1 | tee "$OUT/pytest-gpu.log" || status=1 ;;
       multi)   python -m pytest -q -m gpu tests/gpu/test_ddp_multi_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-multi.log" || status=1 ;;
       check)   python -m pytest -q -m gpu tests/check -p no:cacheprovider 2>&1 | tee "$OUT/pytest-check.log" || status=1 ;;

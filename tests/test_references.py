@@ -82,6 +82,13 @@ def test_explain_references_resolve():
         assert anchor in anchors(ROOT / file_part), ref
 
 
+def test_smoke_points_a_slow_graph_at_a_section_that_exists():
+    from cgkit import smoke
+
+    file_part, _, anchor = smoke.SLOWER_THAN_EAGER_DOC.partition("#")
+    assert anchor in anchors(ROOT / file_part)
+
+
 @pytest.mark.parametrize("path", OWN_DOCS, ids=_ids)
 def test_python_blocks_compile(path):
     blocks = [b for b in code_blocks(path) if b.lang == "python"]

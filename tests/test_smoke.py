@@ -80,6 +80,26 @@ def test_comparison_recommends_the_fastest_correct_approach():
     assert "recommended: manual" in table and table.splitlines()[2].startswith("eager")
 
 
+def test_comparison_says_stay_eager_when_no_approach_beats_eager():
+    slow = {"speedup": 0.8, "graphed_ms": 1.25}
+    results = {name: result({**PASSED_REPORT, "workflow": name, **slow}) for name in ("compile", "manual")}
+    comparison = smoke.Comparison(results)
+    assert comparison.recommended is None and set(comparison.passing) == {"compile", "manual"}
+    assert "recommended: stay eager" in smoke.format_comparison(comparison)
+
+
+@pytest.mark.parametrize(
+    ("graph_kernel_ms", "cause"),
+    [(1.0, "slower kernels"), (0.19, "not launch-bound")],
+)
+def test_a_graph_slower_than_eager_is_explained(graph_kernel_ms, cause):
+    report = {**PASSED_REPORT, "eager_ms": 1.0, "graphed_ms": 1.5, "speedup": 0.67, "graphed_kernel_ms": graph_kernel_ms}
+    text = smoke.format_result(result(report))
+    assert "0.67x eager's speed: SLOWER" in text and "faster" not in text
+    assert cause in text and smoke.SLOWER_THAN_EAGER_DOC in text
+    assert smoke.slowdown_note(PASSED_REPORT) is None
+
+
 def test_no_torch_or_no_gpu_raises_nogpu(tmp_path):
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n")

@@ -213,7 +213,7 @@ RULES = [
             import torch
 
             a = torch.randn(64, device="cuda")
-            b = a + 1e-7
+            b = a * (1 + 1e-6)
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g):
                 same = torch.allclose(a, b)
@@ -222,13 +222,14 @@ RULES = [
             import torch
 
             a = torch.randn(64, device="cuda")
-            b = a + 1e-7
+            b = a * (1 + 1e-6)
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g):
                 same = torch.isclose(a, b).all()  # a bool tensor on the GPU
             g.replay()
         """),
-        gpu_check="ok = bool(same)",
+        # Close on every element whatever randn draws; then the replay must follow new data.
+        gpu_check="ok = bool(same)\nb.add_(1.0)\ng.replay()\nok = ok and not bool(same)",
     ),
     Rule(
         code="CG108",
