@@ -195,8 +195,8 @@ def main() -> int:
          "`benchmarks/compile_call_cost.py`: the same compiled model called three ways, round after round in one "
          "process, no profiler before (median of 5 rounds of 5 x 200 calls)."),
         ("profiler-effect.jsonl", profiler_effect_table, "What a torch.profiler session does to the timings after it",
-         "`benchmarks/profiler_effect.py`, three separate processes: the demo model eager and as one graph replay, "
-         "timed before and after one profiler session in the same process."),
+         "`benchmarks/profiler_effect.py`, one row per process (`scripts/gpu_suite.sh experiments` runs three): the demo "
+         "model eager and as one graph replay, timed before and after one profiler session in the same process."),
         ("compile-kernels.jsonl", compile_kernels_table, "compile on the demo: which kernels, and the BLAS choice",
          "`benchmarks/compile_kernels.py`: the demo model (fp32, TF32 off) in four forms, under PyTorch's default BLAS "
          "choice and with `torch.backends.cuda.preferred_blas_library(\"cublaslt\")`; wall time first, then the "
