@@ -5,8 +5,9 @@
 
 Each (workload, workflow, mode) is rendered by `cgkit scaffold` and run by `cgkit smoke` in its own
 process, so the numbers are those a user gets from the generated script. Every report carries
-eager_ms, graphed_ms and kernel_floor_ms (the summed GPU time of the eager step's kernels, from
-torch.profiler), so the ratios are from one run on one machine. Results go to
+eager_ms, graphed_ms, kernel_floor_ms (the summed GPU time of the eager step's kernels, from
+torch.profiler, run after the timing) and graphed_kernel_ms (the same for the graphed step), so the
+ratios are from one process on one machine. Results go to
 benchmarks/results/recipes.json; benchmarks/write_results.py turns them into RESULTS.md.
 """
 
