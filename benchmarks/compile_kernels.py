@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_recipes import exit_with  # noqa: E402
+from demo_timing import captured, demo_model, time_ms  # noqa: E402
 
 
 def main() -> int:
@@ -30,32 +31,7 @@ def main() -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    layers = [m for _ in range(32) for m in (torch.nn.Linear(args.width, args.width), torch.nn.GELU())]
-    model = torch.nn.Sequential(*layers).cuda().eval()
-    x = torch.randn(args.batch, args.width, device="cuda")
-
-    def time_ms(fn, iters=200, repeats=5):
-        samples = []
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(iters):
-                fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) / iters)
-        return sorted(samples)[len(samples) // 2]
-
-    def graphed_eager():
-        graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                model(x)
-        torch.cuda.current_stream().wait_stream(stream)
-        with torch.cuda.graph(graph):
-            model(x)
-        return graph.replay
+    model, x = demo_model(args.width, args.batch)
 
     def compiled(mode):
         torch._dynamo.reset()
@@ -69,7 +45,7 @@ def main() -> int:
 
     variants = {
         "eager": lambda: (lambda: model(x)),
-        "torch.cuda.graph": graphed_eager,
+        "torch.cuda.graph": lambda: captured(lambda: model(x)),
         "compile reduce-overhead": lambda: compiled("reduce-overhead"),
         "compile default": lambda: compiled("default"),
     }
@@ -79,9 +55,6 @@ def main() -> int:
             torch.backends.cuda.preferred_blas_library(blas)
             for name, build in variants.items():
                 fn = build()
-                for _ in range(10):
-                    fn()
-                torch.cuda.synchronize()
                 wall = time_ms(fn)
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
                     for _ in range(10):

@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_recipes import exit_with  # noqa: E402
+from demo_timing import captured, demo_model, time_ms  # noqa: E402
 
 
 def main() -> int:
@@ -29,35 +30,9 @@ def main() -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    model = torch.nn.Sequential(*[m for _ in range(32) for m in (torch.nn.Linear(256, 256), torch.nn.GELU())])
-    model = model.cuda().eval()
-    x = torch.randn(8, 256, device="cuda")
-
-    def time_ms(fn, iters=200, repeats=5):
-        for _ in range(10):
-            fn()
-        samples = []
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(iters):
-                fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) / iters)
-        return statistics.median(samples)
-
+    model, x = demo_model()
     with torch.no_grad():
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                model(x)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            model(x)
-        calls = {"eager": lambda: model(x), "graph": graph.replay}
+        calls = {"eager": lambda: model(x), "graph": captured(lambda: model(x))}
 
         def phase():
             return {name: statistics.median(time_ms(fn) for _ in range(args.rounds)) for name, fn in calls.items()}

@@ -30,6 +30,10 @@ def load_anchors(path: Path = ANCHORS) -> dict:
     return anchors
 
 
+def json_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip().startswith("{")]
+
+
 def fmt(value, digits=4):
     if value is None:
         return "-"
@@ -70,7 +74,7 @@ def te_megatron_table(paths: list[Path]) -> list[str]:
     """The te, mcore-layer and mcore-full smoke cases: one training step, eager vs graphed."""
     out = ["| case | verdict | eager ms | graphed ms | kernel floor ms | speedup | graphed / floor | max abs diff "
            "| steps compared | graph MB |", "|" + "---|" * 10]
-    cases = [json.loads(line) for path in paths for line in path.read_text().splitlines() if line.strip()]
+    cases = [case for path in paths for case in json_lines(path)]
     for case in sorted(cases, key=lambda c: " ".join(c["args"])):
         r = case["report"]
         if r.get("workflow") not in ("te", "mcore-layer", "mcore-full"):
@@ -85,7 +89,7 @@ def te_megatron_table(paths: list[Path]) -> list[str]:
 
 def cases_table(paths: list[Path]) -> list[str]:
     out = ["| case | verdict | speedup | graphed / floor | graph MB | note |", "|---|---|---|---|---|---|"]
-    cases = [json.loads(line) for path in paths for line in path.read_text().splitlines() if line.strip()]
+    cases = [case for path in paths for case in json_lines(path)]
     for case in sorted(cases, key=lambda c: " ".join(c["args"])):
         r = case["report"]
         note = " ".join((r.get("error") or "").split())  # one table row: no line breaks
@@ -102,8 +106,7 @@ def cases_table(paths: list[Path]) -> list[str]:
 def te_sweep_table(paths: list[Path]) -> list[str]:
     out = ["| case | hidden | tokens | eager ms | graphed ms | kernel floor ms | speedup |", "|---|---|---|---|---|---|---|"]
     for path in paths:
-        for line in path.read_text().splitlines():
-            case = json.loads(line) if line.strip() else {}
+        for case in json_lines(path):
             for row in case.get("report", {}).get("sweep") or []:
                 out.append(f"| `{' '.join(case['args'][:4])}` | {row['hidden']} | {row['tokens']} | {fmt(row.get('eager_ms'))} "
                            f"| {fmt(row.get('graphed_ms'))} | {fmt(row.get('kernel_floor_ms'))} | {fmt(row.get('speedup'), 2)} |")
@@ -121,10 +124,6 @@ def check_table(path: Path) -> list[str]:
             out.append(f"| {code} {r['name']} | {r['example']['status']} | {r['use_instead']['status']} "
                        f"| {'yes' if r['confirmed'] else '**no**'} |")
     return out
-
-
-def json_lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip().startswith("{")]
 
 
 def compile_call_table(path: Path) -> list[str]:
