@@ -20,12 +20,13 @@ _HELP = """CUDA Graphs for PyTorch workloads.
 \b
   cgkit scaffold --workflow manual -o graphed.py   write a capture script for your model
   cgkit check train.py                             find capture hazards in your script
+  cgkit trace --model m.py:build --inputs m.py:batch   run the step and name what a graph cannot hold
   cgkit smoke graphed.py                           prove it on the GPU: captured, correct, faster
   cgkit explain "ERROR TEXT"                       cause and fix of a capture error
 """
 
 # The order of a user's work: write, check, prove, understand failures, then the extras.
-_COMMAND_ORDER = ("scaffold", "check", "smoke", "explain", "rules", "rule", "skill")
+_COMMAND_ORDER = ("scaffold", "check", "trace", "smoke", "explain", "rules", "rule", "skill")
 
 
 class _Group(click.Group):
@@ -47,27 +48,48 @@ def _fail(message: str) -> None:
     raise click.UsageError(message)
 
 
+_OPTIONS = {
+    "workflow": click.option("--workflow", "-w", metavar="NAME", help=f"One of: {', '.join(recipes.WORKFLOWS)}."),
+    "mode": click.option("--mode", type=click.Choice(recipes.MODES),
+                         help="inference or training (default: the workflow's first)."),
+    "model": click.option("--model", metavar="REF",
+                          help="Factory returning your nn.Module: path/to/file.py:name or package.module:name."),
+    "inputs": click.option("--inputs", metavar="REF", help="Factory returning a tuple of example input tensors."),
+    "loss": click.option("--loss", metavar="REF", help="Training loss: loss_fn(output, *inputs) -> scalar tensor."),
+    "amp": click.option("--amp", type=click.Choice(recipes.AMP_CHOICES), help="Autocast dtype (default none)."),
+    "optimizer": click.option("--optimizer", type=click.Choice(recipes.OPTIMIZER_CHOICES),
+                              help="Training optimizer (default adam)."),
+    "ddp": click.option("--ddp", is_flag=True, default=False, help="DistributedDataParallel under torchrun (training)."),
+    "buckets": click.option("--buckets", metavar="SIZES",
+                            help="Variable batch: one graph per batch size, e.g. 1,2,4,8 (manual inference)."),
+    "layers": click.option("--layers", metavar="PATH",
+                           help="Graph each layer of model.PATH separately (callables), e.g. model.blocks."),
+    "fp8": click.option("--fp8", type=click.Choice(recipes.FP8_CHOICES), help="TE FP8 recipe (te; default none)."),
+    "microbatches": click.option("--microbatches", type=click.IntRange(min=1),
+                                 help="Microbatches per step (te: TE's _order schedule; mcore-*)."),
+    "impl": click.option("--impl", type=click.Choice(recipes.MCORE_IMPLS),
+                         help="Megatron-Core per-layer graphs (mcore-layer; default local)."),
+    "emit": click.option("--emit", type=click.Choice(recipes.EMIT_CHOICES),
+                         help="mcore-*: a runnable script, or only the Megatron-LM flags."),
+}
+# What `cgkit trace` takes of them: the options that decide which step runs.
+_TRACE_OPTIONS = ("workflow", "mode", "model", "inputs", "loss", "amp", "optimizer")
+
+
+def _with_options(names):
+    """Apply the named shared options to a command (one definition for every command that takes them)."""
+
+    def decorate(func):
+        for name in reversed(names):
+            func = _OPTIONS[name](func)
+        return func
+
+    return decorate
+
+
 def scaffold_options(func):
-    """The options shared by `scaffold` and `smoke --workflow` (one definition for both)."""
-    decorators = [
-        click.option("--workflow", "-w", metavar="NAME", help=f"One of: {', '.join(recipes.WORKFLOWS)}."),
-        click.option("--mode", type=click.Choice(recipes.MODES), help="inference or training (default: the workflow's first)."),
-        click.option("--model", metavar="REF", help="Factory returning your nn.Module: path/to/file.py:name or package.module:name."),
-        click.option("--inputs", metavar="REF", help="Factory returning a tuple of example input tensors."),
-        click.option("--loss", metavar="REF", help="Training loss: loss_fn(output, *inputs) -> scalar tensor."),
-        click.option("--amp", type=click.Choice(recipes.AMP_CHOICES), help="Autocast dtype (default none)."),
-        click.option("--optimizer", type=click.Choice(recipes.OPTIMIZER_CHOICES), help="Training optimizer (default adam)."),
-        click.option("--ddp", is_flag=True, default=False, help="DistributedDataParallel under torchrun (training)."),
-        click.option("--buckets", metavar="SIZES", help="Variable batch: one graph per batch size, e.g. 1,2,4,8 (manual inference)."),
-        click.option("--layers", metavar="PATH", help="Graph each layer of model.PATH separately (callables), e.g. model.blocks."),
-        click.option("--fp8", type=click.Choice(recipes.FP8_CHOICES), help="TE FP8 recipe (te; default none)."),
-        click.option("--microbatches", type=click.IntRange(min=1), help="Microbatches per step (te: TE's _order schedule; mcore-*)."),
-        click.option("--impl", type=click.Choice(recipes.MCORE_IMPLS), help="Megatron-Core per-layer graphs (mcore-layer; default local)."),
-        click.option("--emit", type=click.Choice(recipes.EMIT_CHOICES), help="mcore-*: a runnable script, or only the Megatron-LM flags."),
-    ]
-    for decorator in reversed(decorators):
-        func = decorator(func)
-    return func
+    """The options shared by `scaffold` and `smoke --workflow`."""
+    return _with_options(tuple(_OPTIONS))(func)
 
 
 def _scaffold_opts(workflow: str | None, **values) -> recipes.ScaffoldOptions:
@@ -256,6 +278,82 @@ def skill_path() -> None:
         click.echo(str(bundle_root()))
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+# -- trace: run the step and record what a graph cannot hold (cgkit.trace) ------------------------
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("script", required=False, type=click.Path(path_type=str))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@_with_options(_TRACE_OPTIONS)
+@click.option("--step", metavar="REF", help="Your own step function (FILE.py:fn), called as fn(*inputs) "
+              "with --inputs, or fn() without.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="Where the step runs: auto takes the GPU when there is one, else the CPU.")
+@click.option("--calls", type=click.IntRange(min=3), default=3, show_default=True, metavar="N",
+              help="Calls of the step: a warm-up, then N-1 recorded calls on varied inputs.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
+              show_default=True, help="Output format (as `cgkit check`).")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings are reported (2 still means an error).")
+def trace(script: str | None, script_args: tuple[str, ...], step: str | None, device: str, calls: int, fmt: str,
+          exit_zero: bool, **values) -> None:
+    """Run the step that would be captured, eagerly, and report every operation a CUDA graph cannot hold.
+
+    It sees inside libraries (torch.nn, optimizers, ...), which `cgkit check` cannot: each finding
+    has your line, the library line where the operation ran, and the fix. Give the same options as
+    `scaffold` (--model/--inputs, --mode, --loss, ...), your own --step, or a SCRIPT whose capture
+    regions (torch.cuda.graph, make_graphed_callables, torch.compile with CUDA graphs) are traced,
+    with -- before the script's own arguments. Works on a CPU (standing in for the GPU) and on a GPU.
+
+    Exit status: 0 nothing found, 1 findings, 2 usage error or the code did not run.
+
+    \b
+    Examples:
+      cgkit trace --model my_model.py:build --inputs my_model.py:example_batch
+      cgkit trace --model my_model.py:build --inputs my_model.py:example_batch --mode training
+      cgkit trace --step train.py:train_step --inputs train.py:batch --format json
+      cgkit trace graphed.py -- --steps 10
+    """
+    try:
+        from cgkit.check.formats import render
+        from cgkit.trace import StepFailed, TraceOptions, trace_script, trace_step, validate
+    except ImportError as exc:
+        if "torch" not in str(exc):
+            raise
+        click.echo("cgkit trace: it runs your step, so it needs torch: pip install torch (a CPU build is enough)",
+                   err=True)
+        sys.exit(2)
+    if script is not None and (step or any(v is not None for v in values.values())):
+        _fail("a SCRIPT is traced as it runs: give it alone (its own arguments after --), or use "
+              "--model/--inputs or --step instead")
+    if script is None and script_args:
+        _fail(f"unexpected argument {script_args[0]!r} (a script's own arguments follow the SCRIPT and --)")
+    workflow = values.get("workflow")
+    if workflow is not None and workflow not in recipes.WORKFLOWS:
+        _fail(f"unknown workflow {workflow!r}; choose one of: {', '.join(recipes.WORKFLOWS)}")
+    try:
+        if script is not None:
+            result = trace_script(script, list(script_args), device)
+        else:
+            options = TraceOptions(step=step, device=device, calls=calls, **values)
+            validate(options)
+            result = trace_step(options)
+    except StepFailed as exc:
+        click.echo(f"cgkit trace: {exc}", err=True)
+        sys.exit(2)
+    except CgkitError as exc:
+        _fail(str(exc))
+    click.echo(render(result, fmt), nl=False)
+    for note in result.notes:
+        if fmt == "text":
+            click.echo(f"note: {note}")
+    for error in result.errors:
+        click.echo(f"cgkit trace: {error}", err=True)
+    if result.errors:
+        sys.exit(2)
+    if not exit_zero:
+        sys.exit(result.exit_code)
 
 
 # -- check: the region-aware static checker (cgkit.check) ------------------------------------------

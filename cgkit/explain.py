@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 
 from cgkit.errors import CgkitError
-from cgkit.knowledge import CHECKLIST, ENTRIES, GROUPS, Entry
+from cgkit.knowledge import CHECKLIST, ENTRIES, GROUPS, LIBRARY_CALLS, Entry, LibraryCall
 
 _LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 
@@ -56,6 +56,10 @@ def reference(entry: Entry) -> str:
     return f"{TROUBLESHOOTING}#{github_anchor(section_heading(entry))}"
 
 
+def library_call_reference(record: LibraryCall) -> str:
+    return f"{TROUBLESHOOTING}#{github_anchor(f'{record.id}: {record.title}')}"
+
+
 @cache
 def _compiled() -> tuple[tuple[Entry, tuple[re.Pattern[str], ...]], ...]:
     return tuple((e, tuple(re.compile(p, re.IGNORECASE) for p in e.patterns)) for e in ENTRIES)
@@ -72,13 +76,41 @@ def _line_at(text: str, start: int, end: int) -> str:
     return line
 
 
+# Lines cgkit printed itself (smoke's summary, trace's and explain's output, a recipe's JSON report): a
+# log that holds them and the original error is explained by the original first.
+_CGKIT_LINE = re.compile(
+    r"^(?:cgkit (?:smoke|trace|check|explain)\b"
+    r"|\{\"workflow\""
+    r"|\S+:\d+:\d+: CG\d{3} \["
+    r"|\[[a-z0-9-]+\] "
+    r"|\s+(?:error|failed while|cause|fix|see|located|user|library|via|seen|why|before|matched|read)\b:?\s)"
+)
+
+
+def split_cgkit_lines(text: str) -> tuple[str, str]:
+    """(the original text, the lines cgkit printed) of a log."""
+    original, ours = [], []
+    for line in text.splitlines():
+        (ours if _CGKIT_LINE.match(line) else original).append(line)
+    return "\n".join(original), "\n".join(ours)
+
+
 def diagnose(text: str) -> list[Diagnosis]:
     """Every known error found in ``text``, best match first; an empty list when none is known.
 
-    Ranking: more specific records first (a secondary error such as 901 ranks below the error
-    that caused it), then the earliest in the text. A fallback record (the generic
-    "skipping cudagraphs due to ...") only appears when no other record of its group matched.
+    The original errors of a log come first; what matches only in lines cgkit printed itself (a
+    smoke summary, a recipe's report) follows. Within each, more specific records first (a
+    secondary error such as 901 ranks below the error that caused it), then the earliest in the
+    text. A fallback record (the generic "skipping cudagraphs due to ...") only appears when no
+    other record of its group matched.
     """
+    original, ours = split_cgkit_lines(text)
+    first = _diagnose(original)
+    seen = {d.id for d in first}
+    return first + [d for d in _diagnose(ours) if d.id not in seen]
+
+
+def _diagnose(text: str) -> list[Diagnosis]:
     found: list[tuple[Entry, int, str]] = []
     for entry, patterns in _compiled():
         first = None
@@ -95,6 +127,22 @@ def diagnose(text: str) -> list[Diagnosis]:
         Diagnosis(id=e.id, title=e.title, cause=e.cause, fix=e.fix, reference=reference(e), matched=matched)
         for e, _, matched in found
     ]
+
+
+def library_call(frames: list[tuple[str, str]], apis: list[str] = ()) -> LibraryCall | None:
+    """The library-call record for an operation that ran in these library frames ((path, function),
+    innermost first) or under these torch APIs; None when no record covers it."""
+    for record in LIBRARY_CALLS:
+        for where in record.where:
+            if where.startswith("api:"):
+                if where[4:] in apis:
+                    return record
+                continue
+            suffix, _, function = where.rpartition(":")
+            for path, name in frames:
+                if path.replace("\\", "/").endswith(suffix) and (name == function or name.endswith("." + function)):
+                    return record
+    return None
 
 
 def entry(entry_id: str) -> Entry:
@@ -176,6 +224,8 @@ def render_troubleshooting() -> str:
             f"[{e.id}](#{github_anchor(section_heading(e))})" for e in ENTRIES if e.group == group
         )
         parts.append(f"- **{title}**: {ids}")
+    calls = ", ".join(f"[{r.id}](#{github_anchor(f'{r.id}: {r.title}')})" for r in LIBRARY_CALLS)
+    parts.append(f"- **Library calls that break capture**: {calls}")
     for group, title in GROUPS.items():
         parts.append(f"\n## {title}\n")
         for e in (e for e in ENTRIES if e.group == group):
@@ -193,7 +243,25 @@ def render_troubleshooting() -> str:
             parts.append("```text")
             parts.append(e.examples[0])
             parts.append("```\n")
+    parts.append(_LIBRARY_PREAMBLE)
+    for record in LIBRARY_CALLS:
+        parts.append(f"### {record.id}: {record.title}\n")
+        parts.append(f"- **Cause**: {record.cause}")
+        parts.append(f"- **Fix**: {record.fix}")
+        parts.append(f"- **Seen in**: {record.seen}")
+        if record.rule:
+            parts.append(f"- **Rule**: {record.rule} (`cgkit rule {record.rule}`)")
+        parts.append("")
     return "\n".join(parts).rstrip() + "\n"
+
+
+_LIBRARY_PREAMBLE = """
+## Library calls that break capture
+
+`cgkit trace` runs the step and names the library line where an operation a graph cannot hold ran;
+when that line is one of these, the finding carries the fix below (the argument that avoids it).
+Each was read in the library's source (**Seen in**) and found by `cgkit trace`.
+"""
 
 
 def _link_text(target: str) -> str:

@@ -1153,3 +1153,109 @@ ENTRIES: tuple[Entry, ...] = (
         rank=70,
     ),
 )
+
+
+# ------------------------------------------------------------------ library calls
+
+
+@dataclass(frozen=True)
+class LibraryCall:
+    """A library function that breaks capture as commonly called, and the argument that avoids it.
+
+    ``cgkit trace`` attaches the record to a finding whose library frames (or the torch API the
+    user called) match ``where``; troubleshooting.md lists the same records.
+    """
+
+    id: str
+    where: tuple[str, ...]  # "path/suffix.py:function" of a library frame, or "api:torch.name" of a called API
+    title: str
+    cause: str
+    fix: str
+    seen: str  # the source lines, and the versions they were read in
+    rule: str | None = None  # the rule code a finding takes when this call is its cause (else the operator's)
+
+
+LIBRARY_CALLS: tuple[LibraryCall, ...] = (
+    LibraryCall(
+        id="one-hot-num-classes",
+        where=("api:torch.nn.functional.one_hot",),
+        title="F.one_hot without num_classes reads the largest index on the host.",
+        cause="Without `num_classes`, `one_hot` computes `max() + 1` of the indices and reads it on the host to size "
+        "its output: a host read, and an output size that depends on the data.",
+        fix="Pass `num_classes=N` (the vocabulary or class count): the output size is then fixed and nothing is read.",
+        seen="aten one_hot (aten/src/ATen/native/Onehot.cpp), torch 2.11 and 2.13; a trace of `F.one_hot(idx)` "
+        "shows `aten._local_scalar_dense`, of `F.one_hot(idx, num_classes=N)` nothing.",
+    ),
+    LibraryCall(
+        id="nn-transformer-causal-mask",
+        where=("torch/nn/modules/transformer.py:_detect_is_causal_mask",),
+        title="nn.TransformerEncoder / TransformerDecoder compare a given mask with a causal mask on the host.",
+        cause=(
+            "Given `mask` (or `tgt_mask`) and no causal hint, the module builds a causal mask and tests "
+            "`bool((mask == causal).all())` on every call to decide whether the mask is causal: a host "
+            "read of a GPU value."
+        ),
+        fix=(
+            "Say what the mask is: `encoder(x, mask=mask, is_causal=True)` for a causal mask "
+            "(`tgt_is_causal=True` for a decoder), `is_causal=False` for any other mask. With the hint "
+            "given the module reads nothing."
+        ),
+        seen="torch/nn/modules/transformer.py `_detect_is_causal_mask` (torch 2.11 and 2.13), called from "
+        "TransformerEncoder.forward and TransformerDecoder.forward.",
+    ),
+    LibraryCall(
+        id="nn-transformer-nested-fast-path",
+        where=("torch/nn/modules/transformer.py:TransformerEncoder.forward",),
+        title="nn.TransformerEncoder in eval mode turns a padding mask into a nested tensor.",
+        cause=(
+            "With `enable_nested_tensor=True` (the default), in eval mode and with a "
+            "`src_key_padding_mask`, the encoder checks the mask and packs the batch into a nested tensor: "
+            "host reads and a data-dependent size."
+        ),
+        fix="Build the encoder with `nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)`.",
+        seen="torch/nn/modules/transformer.py TransformerEncoder.forward (`_nested_tensor_from_mask_left_aligned`, "
+        "`_nested_tensor_from_mask`), torch 2.11 and 2.13.",
+    ),
+    LibraryCall(
+        id="clip-grad-error-if-nonfinite",
+        where=("torch/nn/utils/clip_grad.py:_get_total_norm", "torch/nn/utils/clip_grad.py:clip_grad_norm_"),
+        title="clip_grad_norm_(..., error_if_nonfinite=True) tests the norm on the host.",
+        cause="With `error_if_nonfinite=True` the total norm is tested for NaN/inf with a Python `if`: a host read.",
+        fix="Leave `error_if_nonfinite` at its default `False` inside captured code; test the returned norm after replay.",
+        seen="torch/nn/utils/clip_grad.py `_get_total_norm` (torch 2.11 and 2.13).",
+        rule="CG108",
+    ),
+    LibraryCall(
+        id="grad-scaler-step",
+        where=("torch/amp/grad_scaler.py:GradScaler._maybe_opt_step", "torch/amp/grad_scaler.py:_maybe_opt_step"),
+        title="GradScaler.step() reads found-inf on the host before stepping the optimizer.",
+        cause="`GradScaler._maybe_opt_step` sums `found_inf.item()` over devices to decide whether to step.",
+        fix=(
+            "Capture forward and backward only and call `scaler.step(optimizer)` / `scaler.update()` after the "
+            "replay (the `callables` workflow), or train in bf16, which needs no loss scaling."
+        ),
+        seen="torch/amp/grad_scaler.py `_maybe_opt_step` (torch 2.11 and 2.13).",
+        rule="CG109",
+    ),
+    LibraryCall(
+        id="pack-padded-sequence-lengths",
+        where=("torch/nn/utils/rnn.py:pack_padded_sequence", "torch/nn/utils/rnn.py:pad_packed_sequence"),
+        title="pack_padded_sequence and pad_packed_sequence read the lengths on the host.",
+        cause="`pack_padded_sequence` turns `lengths` into a CPU tensor (`torch.as_tensor(lengths, device=\"cpu\")`), "
+        "and `pad_packed_sequence` copies the sort order to the host (`unsorted_indices.cpu()`): the packed batch "
+        "sizes depend on the data.",
+        fix="Keep padded batches and mask the padding (or run the RNN on the full padded length); packing cannot be captured.",
+        seen="torch/nn/utils/rnn.py `pack_padded_sequence` and `pad_packed_sequence` (torch 2.11 and 2.13).",
+    ),
+    LibraryCall(
+        id="distribution-validate-args",
+        where=("torch/distributions/distribution.py:Distribution.__init__",
+               "torch/distributions/distribution.py:Distribution._validate_sample"),
+        title="torch.distributions validate their arguments on the host.",
+        cause="With argument validation on (the default unless Python runs with -O), a distribution checks "
+        "`constraint.check(value).all()` with a Python `if` when built and when scoring samples.",
+        fix="Pass `validate_args=False` to the distribution, or call "
+        "`torch.distributions.Distribution.set_default_validate_args(False)` once before capture.",
+        seen="torch/distributions/distribution.py `Distribution.__init__` and `_validate_sample` (torch 2.11 and 2.13).",
+    ),
+)

@@ -233,7 +233,16 @@ def plan(opts: ScaffoldOptions) -> dict:
         "steps": mcore["graphed_from"] + 5 if mcore else 6,
         # `--emit flags` renders only the Megatron-LM flags and TransformerConfig fields.
         "template": "_shared/megatron_flags.sh.j2" if mcore and mcore["emit"] == "flags" else wf.template,
+        # What `cgkit smoke` needs to trace the same step when the capture fails (see trace_tags).
+        "trace_tags": trace_tags(amp, optimizer if training and wf.captures else None),
     }
+
+
+def trace_tags(amp: str, optimizer: str | None) -> str:
+    """``key=value`` words for the recipe's tag line: what ``cgkit smoke`` passes to ``cgkit trace``
+    besides the recipe's own factories when the capture fails."""
+    words = [f"amp={amp}"] if amp != "none" else []
+    return " ".join(words + ([f"optimizer={optimizer}"] if optimizer else []))
 
 
 def render(opts: ScaffoldOptions) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -31,12 +32,24 @@ class NoGPU(CgkitError):
 
 
 @dataclass
+class Located:
+    """What ``cgkit trace`` found on the step that failed: findings (its JSON), or why it found none."""
+
+    findings: list[dict] = field(default_factory=list)
+    error: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"findings": self.findings, "error": self.error}
+
+
+@dataclass
 class SmokeResult:
     path: Path
     report: dict | None
     returncode: int
     output_tail: str = ""
     diagnoses: list = field(default_factory=list)
+    located: Located | None = None  # the failure traced to lines (see locate_failure)
 
     @property
     def verdict(self) -> str:
@@ -55,6 +68,8 @@ class SmokeResult:
                 {"id": d.id, "title": d.title, "cause": d.cause, "fix": d.fix, "reference": d.reference}
                 for d in self.diagnoses
             ]
+        if self.located is not None:
+            data["located"] = self.located.as_dict()
         return data
 
 
@@ -64,7 +79,13 @@ def recipe_tags(path: Path) -> dict[str, str]:
         match = _RECIPE_TAG.search(path.read_text(errors="replace")[:20000])
     except OSError as exc:
         raise CgkitError(f"cannot read {path}: {exc}") from None
-    return dict(item.split("=", 1) for item in match.group(1).split() if "=" in item) if match else {}
+    if not match:
+        return {}
+    try:
+        words = shlex.split(match.group(1))
+    except ValueError:
+        words = match.group(1).split()
+    return dict(item.split("=", 1) for item in words if "=" in item)
 
 
 def require_gpu(python: str = sys.executable) -> str:
@@ -97,8 +118,11 @@ def launch_command(path: Path, nproc: int | None, python: str = sys.executable) 
 
 
 def run_recipe(path: Path, timeout: float = 900, nproc: int | None = None, python: str = sys.executable,
-               needs_gpu: bool = True) -> SmokeResult:
-    """Run one recipe and collect its report. Raises :class:`NoGPU` when there is no GPU."""
+               needs_gpu: bool = True, locate: bool = True) -> SmokeResult:
+    """Run one recipe and collect its report. Raises :class:`NoGPU` when there is no GPU.
+
+    When it fails (no capture, or a replay that differs from eager) and ``locate`` is on, the same
+    step is traced (:func:`locate_failure`) so the report names the lines to fix."""
     path = Path(path)
     if not path.is_file():
         raise CgkitError(f"no such recipe file: {path}")
@@ -122,7 +146,57 @@ def run_recipe(path: Path, timeout: float = 900, nproc: int | None = None, pytho
     result = SmokeResult(path, report, child.returncode, _tail(stdout + stderr))
     if result.verdict == FAILED:
         result.diagnoses = explain_failure(report, result.output_tail)
+        if locate and report is not None and report.get("workflow") != "profile":
+            result.located = locate_failure(path, python=python)
     return result
+
+
+# Recipes whose step `cgkit trace` cannot build from the recipe's factories: Megatron-Core builds
+# its own GPT and schedule; TE graphs layers one by one.
+_UNTRACEABLE = ("te", "mcore-layer", "mcore-full")
+
+
+def trace_command(path: Path, python: str = sys.executable) -> list[str] | None:
+    """``cgkit trace`` on the step a recipe captures, built by the recipe's own factories
+    (``build_model``, ``build_inputs``, ``loss_fn``), with its mode and options from the tag line.
+    None for files that are no cgkit recipe, and for the TE and Megatron-Core recipes."""
+    tags = recipe_tags(path)
+    if "workflow" not in tags or tags["workflow"] in _UNTRACEABLE:
+        return None
+    mode = tags.get("mode", "inference")
+    recipe = str(path.resolve())
+    command = [python, "-m", "cgkit", "trace", "--format", "json", "--workflow", tags["workflow"], "--mode", mode,
+               "--model", f"{recipe}:build_model", "--inputs", f"{recipe}:build_inputs"]
+    if mode == "training":
+        command += ["--loss", f"{recipe}:loss_fn"]
+    for key in ("amp", "optimizer"):
+        if key in tags:
+            command += [f"--{key}", tags[key]]
+    return command
+
+
+TRACE_TIMEOUT = 600.0
+
+
+def locate_failure(path: Path, python: str = sys.executable, timeout: float = TRACE_TIMEOUT) -> Located | None:
+    """Run ``cgkit trace`` on the step of a recipe that failed: the lines (user, library) that a graph
+    cannot hold. None when the recipe's step cannot be traced (the demo model, TE, Megatron-Core)."""
+    command = trace_command(path, python)
+    if command is None:
+        return None
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return Located(error=f"cgkit trace did not finish in {timeout:g} s")
+    except OSError as exc:
+        return Located(error=f"could not run cgkit trace: {exc}")
+    try:
+        data = json.loads(done.stdout)
+    except ValueError:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        return Located(error=lines[-1] if lines else f"cgkit trace exited with status {done.returncode}")
+    errors = data.get("errors") or []
+    return Located(findings=data.get("findings", []), error="; ".join(errors) or None)
 
 
 def find_report(stdout: str) -> dict | None:
@@ -147,17 +221,20 @@ def explain_failure(report: dict | None, output_tail: str) -> list:
     return explain.diagnose(text) if text else []
 
 
-def run_workflow(opts: recipes.ScaffoldOptions, timeout: float = 900, nproc: int | None = None) -> SmokeResult:
-    """Render a workflow to a temporary file and run it."""
+def run_workflow(opts: recipes.ScaffoldOptions, timeout: float = 900, nproc: int | None = None,
+                 folder: Path | None = None, locate: bool = True) -> SmokeResult:
+    """Render a workflow to a file (in ``folder``, or a temporary one) and run it."""
     with tempfile.TemporaryDirectory(prefix="cgkit-smoke-") as tmp:
-        path = Path(tmp) / f"{opts.workflow}_{opts.mode or 'default'}.py"
+        path = Path(folder or tmp) / f"{opts.workflow}_{opts.mode or 'default'}.py"
         recipes.write(opts, path, force=True)
-        return run_recipe(path, timeout=timeout, nproc=nproc)
+        return run_recipe(path, timeout=timeout, nproc=nproc, locate=locate)
 
 
 @dataclass
 class Comparison:
     results: dict[str, SmokeResult]
+    located: Located | None = None  # the traced cause, when an approach failed
+    speedup_bound: float | None = None  # the profile's bound, when no approach passed
 
     @property
     def eager_ms(self) -> float | None:
@@ -180,9 +257,19 @@ class Comparison:
         faster = {name: ms for name, ms in self.passing.items() if (self.results[name].report.get("speedup") or 0) > 1}
         return min(faster, key=faster.get) if faster else None
 
+    @property
+    def fixable(self) -> bool:
+        """Every approach failed, and the trace located the cause: fixing it is the way forward."""
+        return not self.passing and self.located is not None and bool(self.located.findings)
+
     def as_dict(self) -> dict:
-        return {"eager_ms": self.eager_ms, "recommended": self.recommended,
+        data = {"eager_ms": self.eager_ms, "recommended": self.recommended,
                 "results": {name: r.as_dict() for name, r in self.results.items()}}
+        if self.located is not None:
+            data["located"] = self.located.as_dict()
+        if self.speedup_bound is not None:
+            data["speedup_bound"] = self.speedup_bound
+        return data
 
 
 def compare(model: str | None = None, inputs: str | None = None, mode: str | None = None, timeout: float = 900,
@@ -197,7 +284,18 @@ def compare(model: str | None = None, inputs: str | None = None, mode: str | Non
     for opts in runs.values():
         recipes.plan(opts)  # bad options fail before anything runs
     require_gpu()
-    return Comparison({name: run_workflow(opts, timeout=timeout) for name, opts in runs.items()})
+    with tempfile.TemporaryDirectory(prefix="cgkit-compare-") as folder:
+        comparison = Comparison({name: run_workflow(opts, timeout=timeout, folder=Path(folder), locate=False)
+                                 for name, opts in runs.items()})
+        failed = [name for name, r in comparison.results.items() if r.verdict == FAILED and r.report is not None]
+        if failed:  # one trace covers them all: the same model, inputs and mode
+            first = "manual" if "manual" in failed else failed[0]
+            comparison.located = locate_failure(comparison.results[first].path)
+        if not comparison.passing and comparison.located and comparison.located.findings:
+            profile = recipes.ScaffoldOptions(workflow="profile", mode=mode or "inference", model=model, inputs=inputs)
+            report = run_workflow(profile, timeout=timeout, folder=Path(folder), locate=False).report or {}
+            comparison.speedup_bound = report.get("speedup_bound")
+    return comparison
 
 
 def format_result(result: SmokeResult) -> str:
@@ -243,10 +341,14 @@ def format_result(result: SmokeResult) -> str:
         row("error", r.get("error") or "the recipe printed no report")
         if r.get("stage"):
             row("failed while", r["stage"])
+        located = result.located.findings if result.located else []
         for d in result.diagnoses[:1]:
             row("cause", d.cause)
-            row("fix", d.fix)
+            if not located:
+                row("fix", d.fix)
             row("see", f"{d.reference}  (cgkit explain for more)")
+        for line in located_lines(result.located):
+            rows.append(line)
         if result.report is None and result.output_tail:
             rows.append("  output:\n" + "\n".join("    " + line for line in result.output_tail.splitlines()[-15:]))
     rows.append(result.verdict.upper())
@@ -284,6 +386,9 @@ def format_comparison(comparison: Comparison) -> str:
         )
         if result.verdict == FAILED:
             lines.append(f"{'':10} {r.get('error') or 'no report'}")
+            cause = _first_located(comparison.located)
+            if cause:
+                lines.append(f"{'':10} located: {cause}")
     # Each recipe runs in its own process, and eager time moves between processes: a speedup is
     # graphed over the eager step timed in the same process.
     lines.append("(eager ms and speedup: each approach against eager timed in its own process)")
@@ -294,9 +399,47 @@ def format_comparison(comparison: Comparison) -> str:
     elif comparison.passing:
         lines.append("recommended: stay eager: every approach that captured and matched eager was slower than it "
                      f"(see {SLOWER_THAN_EAGER_DOC})")
+    elif comparison.fixable:
+        bound = (f"; the profile bounds the gain of a graph at {comparison.speedup_bound}x"
+                 if comparison.speedup_bound else "")
+        lines.append(f"recommended: fix {_first_located(comparison.located)}, then compare again{bound}")
+        lines += located_lines(comparison.located)
     else:
         lines.append("recommended: none of the graphed approaches captured and matched eager")
     return "\n".join(lines)
+
+
+def _first_located(located: Located | None) -> str | None:
+    if located is None or not located.findings:
+        return None
+    f = located.findings[0]
+    return f"{f['path']}:{f['line']} ({f['code']} {f['name']})"
+
+
+MAX_LOCATED = 3  # findings shown under a failed run (all of them are in --json)
+
+
+def located_lines(located: Located | None, indent: str = "  ") -> list[str]:
+    """The traced cause of a failure: each finding's user line, library line and fix."""
+    if located is None:
+        return []
+    if not located.findings:
+        why = located.error or "no operation a graph cannot hold was found in the eager step"
+        return [f"{indent}{'located':<16}nothing: {why}"]
+    lines = []
+    for f in located.findings[:MAX_LOCATED]:
+        trace = f.get("trace") or {}
+        lines.append(f"{indent}{'located':<16}{f['path']}:{f['line']}: {f['code']} {f['message']}")
+        user = trace.get("user")
+        if user and user.get("source"):
+            lines.append(f"{indent}{'':16}  user:    {user['source']}")
+        library = trace.get("library")
+        if library:
+            lines.append(f"{indent}{'':16}  library: {library['path']}:{library['line']}: {library.get('source', '')}")
+        lines.append(f"{indent}{'':16}  fix:     {f['fix']}")
+    if len(located.findings) > MAX_LOCATED:
+        lines.append(f"{indent}{'':16}(and {len(located.findings) - MAX_LOCATED} more: `cgkit trace` lists them)")
+    return lines
 
 
 def _yes(value) -> str:

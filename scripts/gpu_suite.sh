@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU half of cgkit's checks, run on a CUDA machine from the repository root:
-#   scripts/gpu_suite.sh [STAGE...]      stages: tests recipes bench calls experiments check docs te multi
+#   scripts/gpu_suite.sh [STAGE...]      stages: tests recipes bench calls experiments check docs te multi trace
 #                                        (default: recipes bench)
 #   tests: every gpu-marked test but TE's, 8 at a time; te: after scripts/device_te_setup.sh;
 #   multi: the DDP recipes on all GPUs of a machine with 2 or more (nvidia-h200-x2).
@@ -32,6 +32,8 @@ for stage in "${@:-recipes bench}"; do
       multi)   python -m pytest -q -m gpu tests/gpu/test_ddp_multi_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-multi.log" || status=1 ;;
       check)   python -m pytest -q -m gpu tests/check -p no:cacheprovider 2>&1 | tee "$OUT/pytest-check.log" || status=1 ;;
       docs)    python -m pytest -q -m gpu tests/test_docs_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-docs.log" || status=1 ;;
+      trace)   python -m pytest -q -m gpu tests/gpu/test_trace_gpu.py -n "${CGKIT_JOBS:-8}" -p no:cacheprovider 2>&1 | tee "$OUT/pytest-trace.log" || status=1
+               for d in cuda cpu; do python benchmarks/trace_cost.py --device $d --out "$OUT/trace-cost.jsonl" || status=1; done ;;
       te)      PYTHONPATH=/tmp/site:$PYTHONPATH python -m pytest -q -m gpu tests/gpu/test_te_mcore_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-te.log" || status=1 ;;
       *) echo "unknown stage $s"; status=2 ;;
     esac
@@ -41,19 +43,22 @@ done
 if [ -d "$OUT/recipes" ]; then
   for f in "$OUT"/recipes/*.json; do cat "$f"; echo; done > "$OUT/recipe-reports.jsonl" && rm -r "$OUT/recipes"
 fi
-if ls "$OUT"/check_rules_gpu.gw*.json >/dev/null 2>&1; then
-  python - "$OUT" <<'PY'
+# Per-worker rule summaries (pytest-xdist) are merged into one file each.
+for summary in check_rules_gpu trace_rules_gpu; do
+  if ls "$OUT"/$summary.gw*.json >/dev/null 2>&1; then
+    python - "$OUT" "$summary" <<'PY'
 import json, pathlib, sys
-out = pathlib.Path(sys.argv[1])
-parts = sorted(out.glob("check_rules_gpu.gw*.json"))
+out, name = pathlib.Path(sys.argv[1]), sys.argv[2]
+parts = sorted(out.glob(f"{name}.gw*.json"))
 merged = json.loads(parts[0].read_text())
 for part in parts[1:]:
     for code, result in json.loads(part.read_text())["rules"].items():
         if "skipped" not in result or code not in merged["rules"]:
             merged["rules"][code] = result
-(out / "check_rules_gpu.json").write_text(json.dumps(merged, indent=1))
+(out / f"{name}.json").write_text(json.dumps(merged, indent=1))
 for part in parts:
     part.unlink()
 PY
-fi
+  fi
+done
 exit $status

@@ -202,3 +202,23 @@ def test_a_missing_log_file_is_a_usage_error_not_unrecognised_text(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("RuntimeError: CUDA error: operation not permitted when stream is capturing\n")
     assert CliRunner().invoke(main, ["explain", str(log)]).exit_code == 0
+
+
+def test_the_original_error_of_a_log_wins_over_lines_cgkit_printed():
+    """A log with smoke's summary (which quotes a generic 901) and the script's own traceback: the
+    script's first real error comes first."""
+    log = "\n".join([
+        "cgkit smoke: manual (inference) - graphed.py on NVIDIA H200, torch 2.11.0",
+        "  error           AcceleratorError: CUDA error: operation failed due to a previous error during capture",
+        "  cause           A secondary error: an earlier call invalidated the capture",
+        '{"workflow": "manual", "error": "operation failed due to a previous error during capture"}',
+        "Traceback (most recent call last):",
+        '  File "train.py", line 12, in <module>',
+        "RuntimeError: Attempting CUDA graph capture of step() for an instance of Adam but param_groups' "
+        "capturable is False.",
+    ])
+    original, ours = explain.split_cgkit_lines(log)
+    assert "Attempting CUDA graph capture" in original and "cgkit smoke" in ours and "Traceback" in original
+    found = explain.diagnose(log)
+    assert found[0].id == "optimizer-not-capturable"
+    assert "cuda-901-capture-invalidated" in [d.id for d in found]  # still listed, after the original

@@ -163,3 +163,54 @@ def test_a_timeout_stops_the_recipe_and_says_so(tmp_path):
     res = smoke.run_recipe(recipe, timeout=1, needs_gpu=False)
     assert res.returncode == 124 and res.report["error"] == "timed out after 1 s"
     assert res.verdict == "failed"
+
+
+def test_a_failed_capture_is_located_by_trace(tmp_path, models_dir):
+    """smoke runs `cgkit trace` on the recipe's own factories and shows the user line and the fix."""
+    pytest.importorskip("torch")
+    recipe = tmp_path / "graphed.py"
+    recipes.write(recipes.ScaffoldOptions(workflow="manual", model=f"{models_dir}/syncs_in_forward.py:build",
+                                          inputs=f"{models_dir}/syncs_in_forward.py:example"), recipe)
+    command = smoke.trace_command(recipe)
+    assert command[3:] == ["trace", "--format", "json", "--workflow", "manual", "--mode", "inference", "--model",
+                           f"{recipe.resolve()}:build_model", "--inputs", f"{recipe.resolve()}:build_inputs"]
+    located = smoke.locate_failure(recipe)
+    assert located.error is None
+    (finding,) = located.findings
+    assert finding["code"] == "CG101" and finding["path"].endswith("syncs_in_forward.py") and finding["line"] == 14
+    report = {**PASSED_REPORT, "captured": False, "correct": False, "stage": "capture",
+              "error": "AcceleratorError: CUDA error: operation failed due to a previous error during capture"}
+    res = result(report, returncode=1)
+    res.diagnoses, res.located = smoke.explain_failure(report, ""), located
+    text = smoke.format_result(res)
+    assert "located         " in text and "syncs_in_forward.py:14: CG101" in text
+    assert "user:    if y.mean().item() > 0:" in text and "fix:     Keep the value as a 0-dim tensor" in text
+    assert res.as_dict()["located"]["findings"][0]["line"] == 14
+
+
+def test_training_recipes_trace_with_their_loss_and_options(tmp_path, models_dir):
+    recipe = tmp_path / "train.py"
+    recipes.write(recipes.ScaffoldOptions(workflow="callables", mode="training", amp="bf16", optimizer="adamw",
+                                          model=f"{models_dir}/tiny_gpt.py:build",
+                                          inputs=f"{models_dir}/tiny_gpt.py:example_batch"), recipe)
+    command = smoke.trace_command(recipe)
+    assert command[command.index("--loss") + 1] == f"{recipe.resolve()}:loss_fn"
+    assert command[-4:] == ["--amp", "bf16", "--optimizer", "adamw"]
+    te = tmp_path / "te.py"
+    recipes.write(recipes.ScaffoldOptions(workflow="te"), te)
+    assert smoke.trace_command(te) is None  # TE layers are graphed one by one: not a step trace can build
+
+
+def test_comparison_with_every_approach_failing_on_a_located_cause_says_fix_it():
+    failed = {"captured": False, "correct": False, "graphed_ms": None, "speedup": None,
+              "error": "AcceleratorError: operation failed due to a previous error during capture"}
+    results = {name: result({**PASSED_REPORT, "workflow": name, **failed}) for name in ("compile", "manual")}
+    located = smoke.Located(findings=[{"path": "model.py", "line": 14, "code": "CG101", "name": "tensor-item",
+                                       "message": "`.item()` reads a GPU value on the host", "fix": "keep a tensor",
+                                       "trace": {"user": {"source": "s = y.item()"}}}])
+    comparison = smoke.Comparison(results, located=located, speedup_bound=5.1)
+    table = smoke.format_comparison(comparison)
+    assert "recommended: fix model.py:14 (CG101 tensor-item), then compare again" in table
+    assert "5.1x" in table and "stay eager" not in table
+    assert table.count("located: model.py:14") == 2  # under each failed approach
+    assert comparison.as_dict()["speedup_bound"] == 5.1

@@ -22,6 +22,7 @@ _FAMILY_TITLES = {
     "replay": "CG4xx: silent replay hazards",
     "setup": "CG5xx: API configuration",
     "streams": "CG6xx: streams",
+    "runtime": "CG7xx: found only by running the step (`cgkit trace`)",
     "tool": "CG9xx: files that could not be checked",
 }
 

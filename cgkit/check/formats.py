@@ -36,19 +36,53 @@ def text(result: CheckResult) -> str:
     out = []
     for f in result.findings:
         out.append(f"{_location(f)}: {f.code} [{f.severity}] {f.message}")
-        chain = f.chain_text()
-        if chain:
-            out.append(f"  region: {chain}")
+        if f.trace is not None:
+            out.extend(trace_lines(f))
+        else:
+            chain = f.chain_text()
+            if chain:
+                out.append(f"  region: {chain}")
         out.append(f"  fix: {f.fix}")
     counts = {}
     for f in result.findings:
         counts[f.severity] = counts.get(f.severity, 0) + 1
     if result.findings:
         summary = ", ".join(f"{n} {sev}" for sev, n in sorted(counts.items(), key=lambda kv: ("error", "warning", "info").index(kv[0])))
-        out.append(f"Found {len(result.findings)} finding(s) ({summary}) in {result.files} file(s).")
+        out.append(f"Found {len(result.findings)} finding(s) ({summary}) in {result.scope_text}.")
     else:
-        out.append(f"All clear: no capture hazards found in {result.files} file(s).")
+        out.append(f"All clear: no capture hazards found in {result.scope_text}.")
     return "\n".join(out) + "\n"
+
+
+def _site_text(site: dict) -> str:
+    where = f"{site['path']}:{site['line']}"
+    if site.get("function") and site["function"] != "<module>":
+        where += f" in {site['function']}"
+    return f"{where}: {site['source']}" if site.get("source") else where
+
+
+def trace_lines(f: Finding) -> list[str]:
+    """What `cgkit trace` adds under a finding: the user line, then the library line, and the calls."""
+    trace = f.trace
+    lines = []
+    if trace.get("user"):
+        lines.append(f"  user:    {_site_text(trace['user'])}")
+    elif trace.get("user_note"):
+        lines.append(f"  user:    ({trace['user_note']})")
+    if trace.get("chain"):
+        lines.append("  via:     " + " -> ".join(f"{s['function']} ({s['path']}:{s['line']})" for s in trace["chain"]))
+    if trace.get("library"):
+        lines.append(f"  library: {_site_text(trace['library'])}")
+    earlier = trace.get("earlier") or {}
+    if earlier.get("user") and earlier["user"] != trace.get("user"):
+        lines.append(f"  before:  {_site_text(earlier['user'])}")
+    operation = trace.get("operation")
+    calls = ", ".join(trace.get("calls", []))
+    if operation or calls:
+        lines.append(f"  seen:    {operation}" + (f" ({calls})" if calls else ""))
+    if trace.get("library_call"):
+        lines.append(f"  why:     {trace['library_call']['cause']}")
+    return lines
 
 
 def to_json(result: CheckResult) -> str:
@@ -78,6 +112,16 @@ def sarif(result: CheckResult) -> str:
         }
         if f.cell is not None:
             entry["properties"]["cell"] = f.cell
+        if f.trace is not None:
+            entry["properties"]["trace"] = f.trace
+            library = f.trace.get("library")
+            if library:
+                entry["relatedLocations"] = [{
+                    "id": 1,
+                    "message": {"text": f"where it ran: {library.get('function', '')}"},
+                    "physicalLocation": {"artifactLocation": {"uri": library["path"].replace("\\", "/")},
+                                         "region": {"startLine": library["line"]}},
+                }]
         results.append(entry)
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
@@ -144,9 +188,11 @@ def github(result: CheckResult) -> str:
             ]
         )
         message = f"{f.code} {f.message}"
-        chain = f.chain_text()
+        chain = f.chain_text() if f.trace is None else ""
         if chain:
             message += f"\nregion: {chain}"
+        if f.trace is not None:
+            message += "".join(f"\n{line.strip()}" for line in trace_lines(f))
         message += f"\nfix: {f.fix}"
         out.append(f"::{_GITHUB_LEVEL[f.severity]} {props}::{_esc_data(message)}")
     for error in result.errors:

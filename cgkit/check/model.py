@@ -23,6 +23,7 @@ CATEGORIES = (
     "stream",
     "optimizer",
     "api-misuse",
+    "compile",
 )
 
 # Region kinds, and the class that decides a rule's severity.
@@ -65,7 +66,13 @@ class Rule:
     compile_message: str | None = None
     gpu_check: str = "ok = True"
     gpu_skip: str | None = None  # why the GPU test cannot show the hazard, if it cannot
-    references: tuple[str, ...] = ()
+    # How `cgkit trace` finds the example's hazard at run time: "script" (`cgkit trace EXAMPLE.py`),
+    # "compile-step" (`cgkit trace --workflow compile --step EXAMPLE.py:step --inputs EXAMPLE.py:inputs`),
+    # or None with ``trace_blind`` saying why a run cannot show it.
+    trace: str | None = "script"
+    trace_blind: str | None = None
+    # False for rules only a run can find (the CG7xx family): cgkit check never reports them.
+    static: bool = True
 
     @property
     def anchor(self) -> str:
@@ -108,6 +115,8 @@ class Finding:
     chain: list[dict] = field(default_factory=list)  # [{"name", "line", "path", "call_line"}]
     url: str = ""
     cell: int | None = None  # notebooks: 1-based code cell; line is then the line within the cell
+    # cgkit trace: the operation, the library line where it ran, the calls that saw it (see cgkit.trace.report)
+    trace: dict | None = None
 
     def sort_key(self):
         return (self.path, self.cell or 0, self.line, self.col, self.code)
@@ -139,6 +148,8 @@ class Finding:
         }
         if self.cell is not None:
             data["cell"] = self.cell
+        if self.trace is not None:
+            data["trace"] = self.trace
         return data
 
 
@@ -148,6 +159,11 @@ class CheckResult:
     errors: list[str]  # internal errors (the checker's own bugs); never user hazards
     files: int = 0
     lines: int = 0
+
+    @property
+    def scope_text(self) -> str:
+        """What was looked at, for the summary line."""
+        return f"{self.files} file(s)"
 
     @property
     def exit_code(self) -> int:

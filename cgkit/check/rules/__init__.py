@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from cgkit.check.rules import dynamic, memory, replay, setup, streams, sync, tool
+from cgkit.check.rules import dynamic, memory, replay, runtime, setup, streams, sync, tool
 
-FAMILIES = (sync, dynamic, memory, replay, setup, streams, tool)
+FAMILIES = (sync, dynamic, memory, replay, setup, streams, runtime, tool)
 
 
 class Hazard(NamedTuple):

@@ -17,6 +17,8 @@ RULES = [
     Rule(
         code="CG401",
         name="host-side-effect",
+        trace=None,
+        trace_blind="host code with no tensor in it (logging, timing, print of Python values) runs no operator: a run has nothing to record; cgkit check reports it",
         category="host-code",
         message="{what} runs on the host: once at capture, never on replay",
         compile_message="{what} runs on the host inside a compiled region (graph break or eager code)",
@@ -58,6 +60,8 @@ RULES = [
     Rule(
         code="CG402",
         name="host-state-update",
+        trace=None,
+        trace_blind="an update of Python state (a counter, a list) runs no operator: a run has nothing to record; cgkit check reports it",
         category="host-code",
         message="{what} updates host state: it happens once at capture, not on each replay",
         fix="Keep per-step state in GPU tensors updated in place (`count.add_(1)`), or update it outside the region.",
@@ -281,6 +285,8 @@ RULES = [
     Rule(
         code="CG407",
         name="output-kept-without-clone",
+        trace=None,
+        trace_blind="keeping a graph output past the next replay happens after the region, in Python: a run has nothing to record; cgkit check reports it",
         category="static-address",
         message="graph output `{what}` is kept here without `.clone()`: the next replay overwrites it",
         fix="Store a copy: `{what}.clone()` (or copy the values you need to the host after the replay).",
@@ -386,6 +392,8 @@ RULES = [
     Rule(
         code="CG410",
         name="checkpoint-preserves-rng",
+        trace=None,
+        trace_blind="advice for older torch releases: the example captures and replays correctly on torch 2.11 (see gpu_skip)",
         category="rng",
         message="activation checkpointing with `preserve_rng_state=True` (the default) stashes and restores RNG state during capture",
         fix="Pass `preserve_rng_state=False` inside captured code (and keep random ops out of the checkpointed function, or make them graph-safe).",

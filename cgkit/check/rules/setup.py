@@ -139,6 +139,8 @@ RULES = [
     Rule(
         code="CG504",
         name="ddp-default-stream",
+        trace=None,
+        trace_blind="needs an initialized NCCL process group (torchrun); a single-process trace does not start one",
         category="stream",
         message="DistributedDataParallel is constructed on the default stream in a file that captures graphs",
         fix="Construct DDP inside `with torch.cuda.stream(side_stream):` (the stream used for warm-up and capture).",
@@ -183,6 +185,8 @@ RULES = [
     Rule(
         code="CG505",
         name="ddp-short-warmup",
+        trace=None,
+        trace_blind="needs an initialized NCCL process group (torchrun); a single-process trace does not start one",
         category="api-misuse",
         message="warm-up of {what} iterations before capturing a DDP model; DDP needs at least 11",
         fix="Run at least 11 eager DDP iterations (on the side stream) before capture.",
@@ -230,6 +234,8 @@ RULES = [
     Rule(
         code="CG506",
         name="ddp-async-error-handling",
+        trace=None,
+        trace_blind="reads the launch environment of a DDP job (torchrun); a single-process trace does not start one",
         category="api-misuse",
         message="DDP with CUDA graph capture, but `TORCH_NCCL_ASYNC_ERROR_HANDLING` is not set to 0 in this file",
         fix='Set `os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"` before `init_process_group` (or in the launch environment).',

@@ -9,6 +9,8 @@ RULES = [
     Rule(
         code="CG901",
         name="syntax-error",
+        trace=None,
+        trace_blind="a finding about the file (it does not parse), not an operation",
         category="api-misuse",
         message="cannot parse: {what}",
         fix="Fix the syntax error (the file is checked with the running interpreter's grammar).",
@@ -34,6 +36,8 @@ RULES = [
     Rule(
         code="CG902",
         name="unreadable-file",
+        trace=None,
+        trace_blind="a finding about the file (it cannot be read), not an operation",
         category="api-misuse",
         message="cannot read: {what}",
         fix="Save the file as UTF-8 (or declare its encoding in a coding comment), and check the path.",
