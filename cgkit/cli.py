@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from cgkit import __version__, recipes
+from cgkit import baseline as baseline_lib
 from cgkit import smoke as smoke_lib
 from cgkit.errors import CgkitError
 
@@ -130,29 +131,62 @@ def scaffold(output: Path | None, force: bool, list_workflows: bool, workflow: s
         _fail(str(exc))
 
 
-@main.command()
+@main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("recipe", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @scaffold_options
 @click.option("--compare", is_flag=True, help="Run compile, callables and manual on one model and recommend one.")
+@click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="ORIGINAL.py",
+              help="Prove RECIPE, your own graphed script, against the script it came from (see below).")
+@click.option("--runs", type=click.IntRange(min=1), default=baseline_lib.DEFAULT_RUNS, show_default=True,
+              help="--baseline: runs of each script, alternated.")
+@click.option("--rtol", type=float, default=baseline_lib.DEFAULT_RTOL, show_default=True,
+              help="--baseline: relative tolerance on printed numbers.")
+@click.option("--atol", type=float, default=baseline_lib.DEFAULT_ATOL, show_default=True,
+              help="--baseline: absolute tolerance on printed numbers.")
+@click.option("--ignore", "ignore_lines", multiple=True, metavar="REGEX",
+              help="--baseline: output lines to leave out of the comparison (timestamps, paths). Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.option("--timeout", default=900.0, show_default=True, metavar="S", help="Seconds before a run is stopped.")
 @click.option("--nproc", type=click.IntRange(min=1), metavar="N", help="Processes per node for torchrun (DDP recipes; default 1).")
-def smoke(recipe: Path | None, compare: bool, as_json: bool, timeout: float, nproc: int | None,
+def smoke(recipe: Path | None, script_args: tuple[str, ...], compare: bool, baseline: Path | None, runs: int,
+          rtol: float, atol: float, ignore_lines: tuple[str, ...], as_json: bool, timeout: float, nproc: int | None,
           workflow: str | None, **values) -> None:
     """Run a recipe on the GPU and report: captured? same results as eager? how much faster?
 
-    Exit status: 0 captured and correct (with --compare: at least one approach was), 1 ran but did
-    not capture or did not match, 2 usage error or no CUDA device.
+    With --baseline, RECIPE is your own graphed script and ORIGINAL the script it came from: both
+    run as they are (same arguments after --, environment and seeds), alternated, --runs times.
+    Their printed lines are compared (numbers within --rtol/--atol; numbers with a time or rate
+    unit compared as speed; values printed with cgkit.emit(name, value) too), CUDA-graph replays
+    are counted in the candidate, and the speed is the baseline's time over the candidate's.
+
+    Exit status: 0 captured and correct (with --compare: at least one approach was; with
+    --baseline: outputs match, graphs replayed and it is faster), 1 otherwise, 2 usage error or no
+    CUDA device.
 
     \b
     Examples:
       cgkit smoke graphed.py
       cgkit smoke --workflow manual --mode training --json
-      cgkit smoke --compare --model my_model.py:build --inputs my_model.py:example_batch
+      cgkit smoke --compare --model my_model.py:build --inputs my_model.py:example_batch --mode training \\
+          --loss my_model.py:loss_fn --optimizer adamw
+      cgkit smoke train_graphed.py --baseline train.py -- --epochs 1
     """
     chosen = [name for name, on in (("a RECIPE file", recipe), ("--workflow", workflow), ("--compare", compare)) if on]
     if len(chosen) != 1:
         _fail("give exactly one of: a RECIPE file, --workflow NAME, or --compare")
+    if script_args and baseline is None:
+        _fail(f"unexpected argument {script_args[0]!r}: a script's own arguments go with --baseline, after --")
+    if baseline is not None:
+        if recipe is None or any(v not in (None, False) for v in values.values()) or nproc:
+            _fail("--baseline compares two scripts: give the graphed script (RECIPE) and --baseline ORIGINAL.py only")
+        try:
+            result = baseline_lib.prove(recipe, baseline, list(script_args), runs=runs, rtol=rtol, atol=atol,
+                                        timeout=timeout, ignore=list(ignore_lines))
+        except CgkitError as exc:
+            _fail(str(exc))
+        click.echo(baseline_lib.as_json(result) if as_json else baseline_lib.format_result(result))
+        sys.exit(0 if result.passed else 1)
     try:
         if compare:
             comparison = smoke_lib.compare(timeout=timeout, nproc=nproc, **values)

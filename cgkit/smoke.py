@@ -235,6 +235,7 @@ class Comparison:
     results: dict[str, SmokeResult]
     located: Located | None = None  # the traced cause, when an approach failed
     speedup_bound: float | None = None  # the profile's bound, when no approach passed
+    options: dict[str, list[str]] = field(default_factory=dict)  # the scaffold options each approach ran with
 
     @property
     def eager_ms(self) -> float | None:
@@ -263,7 +264,7 @@ class Comparison:
         return not self.passing and self.located is not None and bool(self.located.findings)
 
     def as_dict(self) -> dict:
-        data = {"eager_ms": self.eager_ms, "recommended": self.recommended,
+        data = {"eager_ms": self.eager_ms, "recommended": self.recommended, "options": self.options,
                 "results": {name: r.as_dict() for name, r in self.results.items()}}
         if self.located is not None:
             data["located"] = self.located.as_dict()
@@ -272,21 +273,38 @@ class Comparison:
         return data
 
 
+def approaches(model: str | None, inputs: str | None, mode: str | None, **given) -> dict[str, recipes.ScaffoldOptions]:
+    """The options of each compared approach: every scaffold option goes to the approaches that take it."""
+    given = {k: v for k, v in given.items() if v not in (None, False)}
+    unused = sorted(k for k in given if not any(k in recipes.workflow(n).options for n in COMPARED_WORKFLOWS))
+    if unused:
+        raise CgkitError(f"--compare runs {', '.join(COMPARED_WORKFLOWS)}: none takes "
+                         f"{', '.join(recipes.option_flag(k) for k in unused)}")
+    runs = {}
+    for name in COMPARED_WORKFLOWS:
+        takes = recipes.workflow(name).options
+        runs[name] = recipes.options(name, mode=mode or "inference", model=model, inputs=inputs,
+                                     **{k: v for k, v in given.items() if k in takes})
+        recipes.plan(runs[name])  # bad options fail before anything runs
+    return runs
+
+
 def compare(model: str | None = None, inputs: str | None = None, mode: str | None = None, timeout: float = 900,
             nproc: int | None = None, **other_options) -> Comparison:
-    """Run compile, callables and manual on the same model and inputs, one after another."""
-    extra = [recipes.option_flag(k) for k, v in other_options.items() if v not in (None, False)]
-    extra += ["--nproc"] if nproc else []
-    if extra:
-        raise CgkitError(f"--compare takes only --model, --inputs and --mode (not {', '.join(extra)})")
-    runs = {name: recipes.ScaffoldOptions(workflow=name, mode=mode or "inference", model=model, inputs=inputs)
-            for name in COMPARED_WORKFLOWS}
-    for opts in runs.values():
-        recipes.plan(opts)  # bad options fail before anything runs
+    """Run compile, callables and manual on the same step, one after another.
+
+    The scaffold options (``--loss``, ``--optimizer``, ``--amp``, ``--buckets``, ``--layers``, ...) go to
+    every approach that takes them, so the comparison runs the user's step; an option no compared
+    approach takes is a usage error."""
+    if nproc or other_options.get("ddp"):
+        raise CgkitError("--compare runs one process per approach: it takes no --nproc or --ddp")
+    runs = approaches(model, inputs, mode, **other_options)
     require_gpu()
     with tempfile.TemporaryDirectory(prefix="cgkit-compare-") as folder:
         comparison = Comparison({name: run_workflow(opts, timeout=timeout, folder=Path(folder), locate=False)
-                                 for name, opts in runs.items()})
+                                 for name, opts in runs.items()},
+                                options={name: [recipes.option_flag(k) for k in opts.given()]
+                                         for name, opts in runs.items()})
         failed = [name for name, r in comparison.results.items() if r.verdict == FAILED and r.report is not None]
         if failed:  # one trace covers them all: the same model, inputs and mode
             first = "manual" if "manual" in failed else failed[0]
@@ -392,6 +410,9 @@ def format_comparison(comparison: Comparison) -> str:
     # Each recipe runs in its own process, and eager time moves between processes: a speedup is
     # graphed over the eager step timed in the same process.
     lines.append("(eager ms and speedup: each approach against eager timed in its own process)")
+    if any(comparison.options.values()):
+        lines.append("options: " + "; ".join(f"{name} {' '.join(flags) or '(none)'}"
+                                             for name, flags in comparison.options.items()))
     best = comparison.recommended
     lines.append("")
     if best:

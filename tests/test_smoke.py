@@ -153,8 +153,21 @@ def test_nproc_is_only_for_ddp_recipes(tmp_path):
     recipes.write(recipes.ScaffoldOptions(workflow="manual"), plain)
     with pytest.raises(smoke.CgkitError, match="--nproc is for DDP recipes"):
         smoke.launch_command(plain, 2, "py")
-    with pytest.raises(smoke.CgkitError, match="--compare takes only"):
+    with pytest.raises(smoke.CgkitError, match="takes no --nproc or --ddp"):
         smoke.compare(nproc=2)
+
+
+def test_compare_passes_the_users_options_to_the_approaches_that_take_them():
+    with pytest.raises(smoke.CgkitError, match="none takes --fp8"):
+        smoke.compare(mode="training", fp8="delayed")
+    with pytest.raises(smoke.CgkitError, match="--buckets applies to --mode inference only"):
+        smoke.compare(mode="training", buckets="1,2")
+    runs = smoke.approaches(None, None, "training", loss=None, optimizer="adamw", amp="bf16", layers="model.layers")
+    assert {name: (o.optimizer, o.amp, o.layers) for name, o in runs.items()} == {
+        "compile": ("adamw", "bf16", None), "callables": ("adamw", "bf16", "model.layers"),
+        "manual": ("adamw", "bf16", None)}
+    served = smoke.approaches(None, None, "inference", buckets="1,2,4")
+    assert served["manual"].buckets == "1,2,4" and served["compile"].buckets is None
 
 
 def test_a_timeout_stops_the_recipe_and_says_so(tmp_path):

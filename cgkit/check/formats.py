@@ -49,6 +49,8 @@ def text(result: CheckResult) -> str:
     if result.findings:
         summary = ", ".join(f"{n} {sev}" for sev, n in sorted(counts.items(), key=lambda kv: ("error", "warning", "info").index(kv[0])))
         out.append(f"Found {len(result.findings)} finding(s) ({summary}) in {result.scope_text}.")
+    elif result.errors:
+        out.append(f"No finding, but nothing is cleared: {result.scope_text} did not run to the end (see the error).")
     else:
         out.append(f"All clear: no capture hazards found in {result.scope_text}.")
     return "\n".join(out) + "\n"

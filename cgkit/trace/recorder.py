@@ -270,28 +270,33 @@ class _FunctionMode(TorchFunctionMode):
             frame = frames.caller()
             rec.observe("CG409", _generator_name(frame), operation=ops.api_name(func), frame=frame)
         if func in ops.MOVE_APIS:
-            return self._move(func, args, kwargs)
-        if "device" in kwargs:
-            return self._create(func, args, kwargs)
-        if func in ops.DATA_APIS:
-            return self._create(func, args, kwargs)
-        watched = func in ops.SYNC_APIS or func in ops.TO_HOST_APIS
-        if not watched:
-            if not (rec.emulate and rec.marking) or _has_tensor(args, kwargs):
-                return func(*args, **kwargs)
+            handler = self._move
+        elif "device" in kwargs or func in ops.DATA_APIS:
+            handler = self._create
+        elif func in ops.SYNC_APIS or func in ops.TO_HOST_APIS:
+            handler = self._watched
+        elif not (rec.emulate and rec.marking) or _has_tensor(args, kwargs):
+            return func(*args, **kwargs)
+        else:
             return self._host_factory(func, args, kwargs)  # a factory given no device: made on the host
+        # An API that may report: what it reports, its operators need not report again.
+        rec._apis.append(func)
+        rec._reported.append(False)
+        try:
+            return handler(func, args, kwargs)
+        finally:
+            rec._apis.pop()
+            rec._reported.pop()
+
+    def _watched(self, func, args, kwargs):
+        """A Python API that reads device data on the host (``.cpu()``, ``print(t)``) or may sync."""
+        rec = self.rec
         if rec.call is not None and func in ops.TO_HOST_APIS and self._on_device(args[0]):
             rec.observe("CG102", ops.TO_HOST_APIS[func], operation="device-to-host copy", frame=frames.caller())
         elif rec.call is not None and func in ops.PRINT_APIS and self._on_device(args[0]):
             code, what = ops.sync_code(func, "")
             rec.observe(code, what, operation="device-to-host copy", frame=frames.caller())
-        rec._apis.append(func)
-        rec._reported.append(False)
-        try:
-            return func(*args, **kwargs)
-        finally:
-            rec._apis.pop()
-            rec._reported.pop()
+        return func(*args, **kwargs)
 
     def _host_factory(self, func, args, kwargs, origin=HOST):
         """Run a function whose tensor result is made on the host; its operators see that already."""

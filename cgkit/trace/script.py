@@ -110,11 +110,10 @@ class ScriptTrace:
             return
         region.replays += 1
         scope = region.scope
-        namespace = scope.f_globals if scope.f_code.co_name == "<module>" else {**scope.f_globals, **scope.f_locals}
         self.current = region
         try:
             with self.recorder.recording(f"replay {region.replays}"):
-                exec(region.body, namespace)  # noqa: S102 - the user's own with-body, run as eager code would
+                _run_in_frame(region.body, scope)
         finally:
             self.current = None
         self._collect(region)
@@ -180,6 +179,23 @@ class ScriptTrace:
             if f is not None:
                 self.findings.append(f)
         before |= names
+
+
+def _run_in_frame(code, frame) -> None:
+    """Run the user's own ``with`` body again in the frame it was written in, as eager code would run
+    at this point: it reads the names' current values, and what it assigns stays assigned."""
+    if frame.f_code.co_name == "<module>":
+        exec(code, frame.f_globals)  # noqa: S102
+        return
+    names = frame.f_locals  # a snapshot dict before Python 3.13 (a write-through proxy after)
+    exec(code, frame.f_globals, names)  # noqa: S102
+    if sys.version_info < (3, 13):
+        import ctypes
+
+        try:  # write the snapshot back into the frame's fast locals
+            ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
+        except (AttributeError, ValueError, TypeError):
+            pass
 
 
 def _with_body(frame):
@@ -574,8 +590,9 @@ def run(path: str, argv: list[str], device: torch.device) -> report.TraceResult:
     started = time.perf_counter()
     trace = ScriptTrace(device)
     trace.recorder.marking = True
-    saved_argv = sys.argv
+    saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [path, *argv]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # as `python SCRIPT` does
     errors: list[str] = []
     notes_on_stop: list[str] = []
     try:
@@ -596,7 +613,7 @@ def run(path: str, argv: list[str], device: torch.device) -> report.TraceResult:
         else:
             errors.append(text)
     finally:
-        sys.argv = saved_argv
+        sys.argv, sys.path[:] = saved_argv, saved_path
     if trace.current is not None:
         trace._collect(trace.current)
     words = "GPU" if device.type == "cuda" else "CPU (standing in for the GPU)"

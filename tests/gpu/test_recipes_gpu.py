@@ -93,6 +93,10 @@ def test_frozen_python_branch_is_reported_as_incorrect():
     assert done.returncode == 1
     assert report["captured"] is True and report["correct"] is False
     assert report["verdict"] == "failed"
+    located = [(f["code"], f["line"]) for f in report["located"]["findings"]]
+    assert ("CG703", 19) in located, located  # the branch, located by cgkit trace
+
+
 
 
 @pytest.mark.gpu
@@ -102,6 +106,8 @@ def test_failed_capture_is_explained():
     assert report["captured"] is False and report["stage"] == "capture"
     assert report["error"]
     assert report.get("diagnosis"), "smoke should say the cause and the fix"
+    located = [(f["code"], f["line"]) for f in report["located"]["findings"]]
+    assert ("CG101", 14) in located, located  # the .item() line, located by cgkit trace
 
 
 @pytest.mark.gpu
