@@ -63,7 +63,7 @@ def test_usage_errors_exit_2_with_a_message():
         (["scaffold", "-w", "manual", "--mode", "fast"], "Invalid value for '--mode'"),
         (["scaffold", "-w", "manual", "--model", "missing.py:build", "--inputs", "missing.py:x"], "file not found"),
         (["smoke"], "give exactly one of"),
-        (["smoke", "--compare", "--amp", "bf16"], "--compare takes only"),
+        (["smoke", "--compare", "--fp8", "delayed"], "none takes --fp8"),
         (["smoke", "does_not_exist.py"], "does not exist"),
     ]
     for args, message in cases:
