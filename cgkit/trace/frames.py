@@ -20,7 +20,9 @@ USER, LIBRARY, TOOL = "user", "library", "tool"
 _CGKIT_ROOT = str(Path(__file__).resolve().parent.parent) + os.sep
 
 
-def _library_roots() -> tuple[str, ...]:
+def _package_roots() -> tuple[str, ...]:
+    """Where installed packages and the standard library live, longest first (a path is shown
+    relative to the longest that holds it: ``torch/nn/functional.py``)."""
     roots = set()
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         path = sysconfig.get_paths().get(key)
@@ -29,6 +31,11 @@ def _library_roots() -> tuple[str, ...]:
     for entry in sys.path:
         if entry and os.path.basename(entry.rstrip(os.sep)) in ("site-packages", "dist-packages"):
             roots.add(os.path.realpath(entry) + os.sep)
+    return tuple(sorted(roots, key=len, reverse=True))
+
+
+def _library_roots() -> tuple[str, ...]:
+    roots = set(_package_roots())
     try:
         import torch
 
@@ -39,6 +46,7 @@ def _library_roots() -> tuple[str, ...]:
 
 
 _ROOTS: tuple[str, ...] | None = None
+_PACKAGE_ROOTS: tuple[str, ...] | None = None
 _KIND_BY_FILE: dict[str, str] = {}
 
 # Frames that only hand a call on (module __call__, decorators, torch-function dispatch): left out of
@@ -107,9 +115,12 @@ class Site:
 
 
 def short_path(path: str) -> str:
+    global _PACKAGE_ROOTS
     real = os.path.realpath(path)
     if file_kind(path) == LIBRARY:
-        for root in _ROOTS or ():
+        if _PACKAGE_ROOTS is None:
+            _PACKAGE_ROOTS = _package_roots()
+        for root in _PACKAGE_ROOTS:
             if real.startswith(root):
                 return real[len(root):]
         return path

@@ -40,9 +40,11 @@ CUDA_READS_ONLY_IF = {
     "torch.nn.functional.one_hot": lambda args, kwargs: kwargs.get("num_classes", args[1] if len(args) > 1 else -1) == -1,
 }
 
-# Operators that return some outputs on the CPU whatever the device of their inputs (by position):
-# the emulation cannot tell from the devices, so it is told here.
-HOST_OUTPUTS = {"aten::_pack_padded_sequence": (1,), "aten::_pad_packed_sequence": (1,)}
+# Functions that return some outputs on the CPU whatever the device of their inputs (by position),
+# by ATen name and by the Python name they are called with: the emulation cannot tell from the
+# devices (their C++ makes those outputs with the options of a CPU input), so it is told here.
+HOST_OUTPUTS = {"aten::_pack_padded_sequence": (1,), "aten::_pad_packed_sequence": (1,),
+                "_pack_padded_sequence": (1,), "_pad_packed_sequence": (1,)}
 
 
 def kind_of(op) -> str | None:

@@ -275,6 +275,11 @@ class _FunctionMode(TorchFunctionMode):
             handler = self._create
         elif func in ops.SYNC_APIS or func in ops.TO_HOST_APIS:
             handler = self._watched
+        elif rec.emulate and rec.marking and getattr(func, "__name__", None) in ops.HOST_OUTPUTS:
+            out = func(*args, **kwargs)
+            for index in ops.HOST_OUTPUTS[func.__name__]:
+                rec.mark(out[index], HOST)
+            return out
         elif not (rec.emulate and rec.marking) or _has_tensor(args, kwargs):
             return func(*args, **kwargs)
         else:
@@ -386,7 +391,7 @@ class _FunctionMode(TorchFunctionMode):
             rec.observe("CG102", ".cpu()" if func is ops.T.cpu else '.to("cpu")',
                         operation="device-to-host copy", frame=frames.caller())
         elif rec.from_data(source):
-            rec.observe("CG301", "torch.tensor(...).to(device)", operation="host-to-device copy",
+            rec.observe("CG301", ".cuda()" if func is ops.T.cuda else ".to(device)", operation="host-to-device copy",
                         frame=frames.caller())
         elif not rec.is_pinned(source):  # a copy from pinned memory can be captured
             rec.observe("CG302", ".cuda()" if func is ops.T.cuda else ".to(device)",
@@ -540,7 +545,7 @@ class _DispatchMode(TorchDispatchMode):
         if all(host):
             origin = FROM_DATA if all(rec.from_data(t) for t in inputs) else HOST
             for t in outs:
-                if t not in inputs:
+                if not any(t is i for i in inputs):
                     rec.mark(t, origin)
         elif any(host):
             on_host = ops.HOST_OUTPUTS.get(name, ())

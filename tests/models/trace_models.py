@@ -223,3 +223,81 @@ def changing_scalar():
 
 def python_random():
     return PythonRandom()
+
+
+# -- library calls with an argument that avoids the hazard (cgkit.knowledge.LIBRARY_CALLS) ------------
+class PaddedEncoder(nn.Module):
+    """nn.TransformerEncoder's default nested-tensor fast path, in eval mode, with a padding mask."""
+
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2)
+
+    def forward(self, x, padding):
+        return self.encoder(x, src_key_padding_mask=padding)  # HAZARD CG103 nn-transformer-nested-fast-path
+
+
+class OneHot(nn.Module):
+    def forward(self, x):
+        classes = x.argmax(-1)
+        return F.one_hot(classes).float()  # HAZARD CG103 one-hot-num-classes
+
+
+class OneHotSized(nn.Module):
+    def forward(self, x):
+        return F.one_hot(x.argmax(-1), num_classes=32).float()
+
+
+class Policy(nn.Module):
+    """A policy head that samples an action: torch.distributions validate their arguments by default."""
+
+    def __init__(self):
+        super().__init__()
+        self.logits = nn.Linear(32, 6)
+
+    def forward(self, x):
+        dist = torch.distributions.Categorical(logits=self.logits(x))  # HAZARD CG201 distribution-validate-args
+        return dist.sample()
+
+
+class PackedLSTM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(32, 32, batch_first=True)
+
+    def forward(self, x):
+        lengths = [x.shape[1] - i for i in range(x.shape[0])]
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, _ = self.rnn(packed)
+        return nn.utils.rnn.pad_packed_sequence(out, batch_first=True)[0]  # HAZARD CG102 pack-padded-sequence-lengths
+
+
+def padded_encoder():
+    return PaddedEncoder()
+
+
+def padded_sequence():
+    padding = torch.zeros(2, 16, dtype=torch.bool, device="cuda")
+    padding[:, 12:] = True
+    return (torch.randn(2, 16, 32, device="cuda"), padding)
+
+
+def one_hot():
+    return OneHot()
+
+
+def one_hot_sized():
+    return OneHotSized()
+
+
+def policy():
+    return Policy()
+
+
+def packed_lstm():
+    return PackedLSTM()
+
+
+def short_sequences():
+    return (torch.randn(4, 6, 32, device="cuda"),)

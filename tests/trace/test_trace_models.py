@@ -39,7 +39,11 @@ def _marked() -> dict[str, tuple[str, int]]:
 
 
 HAZARDS = _marked()
-INPUTS = {"masked_transformer": "sequence"}
+INPUTS = {"masked_transformer": "sequence", "padded_encoder": "padded_sequence", "packed_lstm": "short_sequences"}
+# The record of cgkit.knowledge.LIBRARY_CALLS each library hazard must carry (its fix names the argument).
+LIBRARY_CALL = {"masked_transformer": "nn-transformer-causal-mask", "padded_encoder": "nn-transformer-nested-fast-path",
+                "one_hot": "one-hot-num-classes", "policy": "distribution-validate-args",
+                "packed_lstm": "pack-padded-sequence-lengths"}
 
 
 def run(factory: str, inputs: str = "batch", **options):
@@ -72,6 +76,15 @@ def test_each_hazard_is_found_at_its_user_line(factory):
     assert finding.trace["user"]["line"] == line and finding.trace["user"]["source"]
     assert finding.severity == "error"
     assert finding.trace["calls"] == ["call 2", "call 3"] or finding.trace["calls"] == ["call 3"]
+    if factory in LIBRARY_CALL:
+        assert finding.trace["library_call"]["id"] == LIBRARY_CALL[factory]
+        assert factory == "one_hot" or finding.trace["library"]["path"].startswith("torch/")
+
+
+def test_one_hot_with_num_classes_is_clean():
+    """The CPU kernel of one_hot reads its input either way; the CUDA kernel only without num_classes
+    (cgkit.trace.ops.CUDA_READS_ONLY_IF): the CPU trace says what the GPU would do."""
+    assert run("one_hot_sized").findings == []
 
 
 def test_a_hazard_inside_torch_nn_names_the_library_line_and_the_argument_that_avoids_it():
