@@ -126,9 +126,14 @@ class Match:
 
     lines: int = 0  # baseline lines matched
     numbers: int = 0  # result numbers compared
-    divergence: Divergence | None = None
+    within_spread: int = 0  # numbers outside the tolerance but within the baseline's own run-to-run spread
+    divergence: Divergence | None = None  # the first one; the comparison goes on for the speed numbers
     speed: list[float] = field(default_factory=list)  # baseline time / candidate time, per timing number
     extra_candidate_lines: int = 0  # lines only the candidate printed (progress, capture messages)
+
+
+# (baseline line index, number index) -> (lowest, highest) value over the baseline's runs
+Envelope = dict[tuple[int, int], tuple[float, float]]
 
 
 def close(a: float, b: float, rtol: float, atol: float) -> bool:
@@ -139,39 +144,70 @@ def close(a: float, b: float, rtol: float, atol: float) -> bool:
     return abs(a - b) <= atol + rtol * abs(b)
 
 
-def compare_outputs(baseline: list[Line], candidate: list[Line], rtol: float, atol: float) -> Match:
-    """Each baseline line must appear in the candidate's output, in order, with close numbers."""
-    match = Match()
-    position = 0
-    for line in baseline:
-        found = next((i for i in range(position, len(candidate)) if candidate[i].template == line.template), None)
+def align(baseline: list[Line], candidate: list[Line]) -> tuple[list[tuple[int, int]], int | None]:
+    """Pairs (baseline index, candidate index) of lines with the same template, in order, and the index of
+    the first baseline line the candidate lacks (None when it has them all)."""
+    pairs, position = [], 0
+    for i, line in enumerate(baseline):
+        found = next((j for j in range(position, len(candidate)) if candidate[j].template == line.template), None)
         if found is None:
-            match.divergence = Divergence("a line of the baseline is missing from the candidate's output", line,
-                                          candidate[position] if position < len(candidate) else None)
-            return match
-        other = candidate[found]
-        match.extra_candidate_lines += found - position
+            return pairs, i
+        pairs.append((i, found))
         position = found + 1
+    return pairs, None
+
+
+def envelope(runs: list[list[Line]]) -> Envelope:
+    """How far the baseline's numbers move between its own runs (the first run is the reference)."""
+    spread: dict[tuple[int, int], list[float]] = {}
+    for other in runs[1:]:
+        for i, j in align(runs[0], other)[0]:
+            for k, (x, y) in enumerate(zip(runs[0][i].numbers, other[j].numbers, strict=False)):
+                if not x.is_speed:
+                    spread.setdefault((i, k), [x.value]).append(y.value)
+    return {key: (min(values), max(values)) for key, values in spread.items() if max(values) > min(values)}
+
+
+def compare_outputs(baseline: list[Line], candidate: list[Line], rtol: float, atol: float,
+                    spread: Envelope | None = None) -> Match:
+    """Each baseline line must appear in the candidate's output, in order, with close numbers (or numbers
+    within the baseline's own spread between runs, when ``spread`` gives it)."""
+    match = Match()
+    pairs, missing = align(baseline, candidate)
+    previous = -1
+    for i, j in pairs:
+        match.extra_candidate_lines += j - previous - 1
+        previous = j
         match.lines += 1
-        problem = _compare_line(line, other, rtol, atol, match)
-        if problem:
-            match.divergence = Divergence(problem, line, other)
-            return match
-    match.extra_candidate_lines += len(candidate) - position
+        problem = _compare_line(i, baseline[i], candidate[j], rtol, atol, match, spread or {})
+        if problem and match.divergence is None:
+            match.divergence = Divergence(problem, baseline[i], candidate[j])
+    if missing is not None and match.divergence is None:
+        after = pairs[-1][1] + 1 if pairs else 0
+        match.divergence = Divergence("a line of the baseline is missing from the candidate's output",
+                                      baseline[missing], candidate[after] if after < len(candidate) else None)
+    if missing is None:
+        match.extra_candidate_lines += len(candidate) - previous - 1
     return match
 
 
-def _compare_line(a: Line, b: Line, rtol: float, atol: float, match: Match) -> str | None:
+def _compare_line(i: int, a: Line, b: Line, rtol: float, atol: float, match: Match, spread: Envelope) -> str | None:
     if a.emitted is not None:
         return _compare_values(a.emitted_value, b.emitted_value, rtol, atol, match, f"emitted `{a.emitted}`")
-    for index, (x, y) in enumerate(zip(a.numbers, b.numbers, strict=True), 1):
+    for index, (x, y) in enumerate(zip(a.numbers, b.numbers, strict=True)):
         if x.is_speed:
             if x.value > 0 and y.value > 0:
                 match.speed.append(y.value / x.value if x.higher_is_faster else x.value / y.value)
             continue
         match.numbers += 1
-        if not close(y.value, x.value, rtol, atol):
-            return f"number {index} differs: {x.text} (baseline) vs {y.text} (candidate), rtol {rtol:g}, atol {atol:g}"
+        if close(y.value, x.value, rtol, atol):
+            continue
+        lo, hi = spread.get((i, index), (x.value, x.value))
+        if lo - (hi - lo) <= y.value <= hi + (hi - lo) and hi > lo:
+            match.within_spread += 1
+            continue
+        return (f"number {index + 1} differs: {x.text} (baseline) vs {y.text} (candidate), rtol {rtol:g}, "
+                f"atol {atol:g}" + (f", baseline's own spread {lo:g}..{hi:g}" if hi > lo else ""))
     return None
 
 
@@ -277,6 +313,7 @@ class BaselineResult:
             "runs": len(self.runs), "rtol": self.rtol, "atol": self.atol,
             "lines_matched": self.match.lines if self.match else 0,
             "numbers_compared": self.match.numbers if self.match else 0,
+            "numbers_within_baseline_spread": self.match.within_spread if self.match else 0,
             "divergence": self.match.divergence.as_dict() if self.match and self.match.divergence else None,
             "baseline_nondeterministic": self.baseline_nondeterministic.as_dict()
             if self.baseline_nondeterministic else None,
@@ -321,11 +358,14 @@ def prove(candidate: Path, baseline: Path, args: list[str], runs: int = DEFAULT_
 
 def _judge(result: BaselineResult, patterns) -> None:
     parsed = [(parse_output(b.stdout, patterns), parse_output(c.stdout, patterns)) for b, c in result.runs]
-    matches = [compare_outputs(b, c, result.rtol, result.atol) for b, c in parsed]
-    result.match = next((m for m in matches if m.divergence), matches[0])
+    baselines = [b for b, _ in parsed]
     if len(parsed) > 1:
-        again = compare_outputs(parsed[0][0], parsed[1][0], result.rtol, result.atol)
+        again = compare_outputs(baselines[0], baselines[1], result.rtol, result.atol)
         result.baseline_nondeterministic = again.divergence
+    # A candidate is held to the tolerance, or to how far the baseline moves between its own runs.
+    spread = envelope(baselines)
+    matches = [compare_outputs(baselines[0], c, result.rtol, result.atol, spread) for _, c in parsed]
+    result.match = next((m for m in matches if m.divergence), matches[0])
     speeds = [statistics.median(m.speed) for m in matches if m.speed]
     if speeds:
         result.speed_source = "printed timings"
@@ -337,8 +377,6 @@ def _judge(result: BaselineResult, patterns) -> None:
     result.speedup_spread = (round(min(speeds), 3), round(max(speeds), 3))
     if result.match.divergence:
         result.failure = f"outputs differ: {result.match.divergence.reason}"
-        if result.baseline_nondeterministic:
-            result.failure += " (the baseline itself differs between runs: see the note)"
     elif result.replays == 0:
         result.failure = "the candidate replayed no CUDA graph: it ran eagerly"
     elif result.speedup <= 1:
@@ -361,13 +399,15 @@ def format_result(result: BaselineResult) -> str:
                 row("", f"baseline  line {d.baseline.number}: {d.baseline.text}")
             row("", f"candidate line {d.candidate.number}: {d.candidate.text}" if d.candidate else "candidate: (no line)")
         else:
+            spread = (f", {m.within_spread} of them only within the baseline's own run-to-run spread"
+                      if m.within_spread else "")
             row("outputs", f"match: {m.lines} lines, {m.numbers} numbers within rtol {result.rtol:g}, "
-                           f"atol {result.atol:g}" + (f" ({m.extra_candidate_lines} extra candidate lines)"
-                                                      if m.extra_candidate_lines else ""))
+                           f"atol {result.atol:g}{spread}" + (f" ({m.extra_candidate_lines} extra candidate lines)"
+                                                              if m.extra_candidate_lines else ""))
         if result.baseline_nondeterministic:
             d = result.baseline_nondeterministic
-            row("note", f"the baseline differs from itself between runs ({d.reason}): compare with a tolerance "
-                        "or --ignore such lines")
+            row("note", f"the baseline differs from itself between runs ({d.reason}); the candidate is held to that "
+                        "spread where it is wider than the tolerance")
     per_step = f", {result.replays / result.steps:.2f} per optimizer step" if result.steps else ""
     row("graphs", f"{result.captures} captured, {result.replays} replays in the candidate{per_step}")
     if result.speedup is not None:

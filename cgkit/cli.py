@@ -368,7 +368,7 @@ def trace(script: str | None, script_args: tuple[str, ...], step: str | None, de
         _fail(f"unknown workflow {workflow!r}; choose one of: {', '.join(recipes.WORKFLOWS)}")
     try:
         if script is not None:
-            result = trace_script(script, list(script_args), device)
+            result = trace_script(script, list(script_args), device, output_to_stderr=fmt != "text")
         else:
             options = TraceOptions(step=step, device=device, calls=calls, **values)
             validate(options)

@@ -104,9 +104,26 @@ def test_a_nondeterministic_baseline_is_named(tmp_path):
     noisy = script(tmp_path, "noisy.py", "import time\nprint('value', time.perf_counter_ns() % 1000003)\n")
     result = baseline.prove(noisy, noisy, [], runs=2, timeout=120)
     assert result.baseline_nondeterministic is not None
-    assert "the baseline itself differs" in result.failure
+    assert "the baseline differs from itself" in baseline.format_result(result)
     ignored = baseline.prove(noisy, noisy, [], runs=2, timeout=120, ignore=[r"^value"])
     assert ignored.match.divergence is None and ignored.baseline_nondeterministic is None
+
+
+def test_the_baselines_own_spread_widens_the_tolerance():
+    runs = [baseline.parse_output(f"loss {v}\n") for v in ("2.000", "2.010", "1.995")]
+    spread = baseline.envelope(runs)
+    assert spread == {(0, 0): (1.995, 2.01)}
+    inside = baseline.compare_outputs(runs[0], baseline.parse_output("loss 2.02\n"), 1e-4, 1e-5, spread)
+    assert inside.divergence is None and inside.within_spread == 1
+    outside = baseline.compare_outputs(runs[0], baseline.parse_output("loss 2.1\n"), 1e-4, 1e-5, spread)
+    assert "baseline's own spread 1.995..2.01" in outside.divergence.reason
+
+
+def test_speed_is_read_past_the_first_divergence():
+    a = baseline.parse_output("step 1 loss 2.0\nstep 2 loss 1.5\ntime 10 ms\n")
+    b = baseline.parse_output("step 1 loss 2.0\nstep 2 loss 1.9\ntime 2 ms\n")
+    match = baseline.compare_outputs(a, b, 1e-4, 1e-5)
+    assert match.divergence.baseline.number == 2 and match.speed == [5.0]
 
 
 def test_a_script_that_crashes_or_hangs_is_reported(tmp_path):

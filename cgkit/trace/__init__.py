@@ -29,11 +29,12 @@ def trace_step(options: TraceOptions) -> TraceResult:
     return session.run(options)
 
 
-def trace_script(path: str, argv: list[str] | None = None, device: str = "auto") -> TraceResult:
-    """Run a script with its capture regions traced."""
+def trace_script(path: str, argv: list[str] | None = None, device: str = "auto",
+                 output_to_stderr: bool = False) -> TraceResult:
+    """Run a script with its capture regions traced (its printed output to stderr if asked)."""
     from cgkit.trace import script, steps
 
-    return script.run(path, list(argv or []), steps.resolve_device(device))
+    return script.run(path, list(argv or []), steps.resolve_device(device), output_to_stderr)
 
 
 __all__ = ["StepFailed", "TraceOptions", "TraceResult", "trace_script", "trace_step", "validate"]

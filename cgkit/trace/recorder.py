@@ -84,13 +84,13 @@ class Recorder:
         self._host_factory = 0  # > 0 while a factory runs whose result is a host tensor (emulation)
         self.api = None  # the innermost torch API being called (for advice keyed on an API)
         self.api_call: tuple | None = None  # and its (func, args, kwargs)
-        self._sync_warnings = 0  # GPU: "called a synchronizing CUDA operation" warnings seen
+        self._sync_mode: str | None = None  # GPU: torch's sync detector is armed while a call is recorded
         self._function_mode = _FunctionMode(self)
         self._dispatch_mode = _DispatchMode(self)
         self.ignore_optimizers: WeakIdKeyDictionary = WeakIdKeyDictionary()  # built by the tracer
         self.watch_inputs: set[int] | None = None  # ids of a compiled function's inputs (in-place updates)
         self.eager_ops: set[str] | None = None  # names of operators run outside recorded calls, if kept
-        self.registered_generators: WeakIdKeyDictionary = WeakIdKeyDictionary()  # register_generator_state
+        self.registered_generators: dict[int, object] = {}  # register_generator_state (id -> generator)
 
     # -- provenance ---------------------------------------------------------------------------------
     def is_host(self, t: torch.Tensor) -> bool:
@@ -138,9 +138,11 @@ class Recorder:
         self.call, self.marking = call, True
         self.oplog = [] if log_ops else None
         self.made, self.made_addresses = set(), set()
+        self._set_sync_detector(True)
         try:
             yield self
         finally:
+            self._set_sync_detector(previous[0] is not None)
             self.last_log, self.last_made_addresses = self.oplog or [], frozenset(self.made_addresses)
             self.call, self.oplog, self.made, self.made_addresses, self.marking = previous
 
@@ -169,26 +171,36 @@ class Recorder:
 
     @contextlib.contextmanager
     def _sync_debug(self):
-        """torch's own sync detector, as a cross-check on the GPU: its warnings are counted per operator."""
-        original_show = warnings.showwarning
-
-        def show(message, category, filename, lineno, file=None, line=None):
-            if _SYNC_WARNING in str(message):
-                self._sync_warnings += 1
-                return
-            original_show(message, category, filename, lineno, file, line)
-
-        previous_mode = torch.cuda.get_sync_debug_mode()
+        """torch's own sync detector, as a cross-check on the GPU: in "error" mode while a call is
+        recorded, an operator that syncs raises at that operator (also in autograd's worker threads,
+        whose warnings would only come back after backward); the dispatch mode notes it and runs
+        the operator again with the detector off."""
         with warnings.catch_warnings():
-            warnings.filterwarnings("always", message=f".*{_SYNC_WARNING}.*")
+            warnings.filterwarnings("ignore", message=".*[Ss]ynchronization debug mode.*")
             warnings.filterwarnings("ignore", message=".*set_sync_debug_mode.*")
-            warnings.showwarning = show
-            torch.cuda.set_sync_debug_mode("warn")
+            previous = torch.cuda.get_sync_debug_mode()
+            self._sync_mode = "error"
             try:
                 yield
             finally:
-                torch.cuda.set_sync_debug_mode(previous_mode)
-                warnings.showwarning = original_show
+                self._sync_mode = None
+                torch.cuda.set_sync_debug_mode(previous)
+
+    @contextlib.contextmanager
+    def sync_debug_off(self):
+        """Run something that syncs on purpose (an API already reported, the tracer's own work)."""
+        if not self._sync_mode or torch.cuda.get_sync_debug_mode() == 0:
+            yield
+            return
+        torch.cuda.set_sync_debug_mode(0)
+        try:
+            yield
+        finally:
+            torch.cuda.set_sync_debug_mode(self._sync_mode)
+
+    def _set_sync_detector(self, on: bool) -> None:
+        if self._sync_mode:
+            torch.cuda.set_sync_debug_mode(self._sync_mode if on else 0)
 
     def _optimizer_step(self, optimizer, args, kwargs):
         if optimizer in self.ignore_optimizers:
@@ -266,7 +278,7 @@ class _FunctionMode(TorchFunctionMode):
         rec = self.rec
         generator = kwargs.get("generator")
         if generator is not None and rec.call is not None and not ops.is_default_generator(generator) \
-                and generator not in rec.registered_generators:
+                and id(generator) not in rec.registered_generators:
             frame = frames.caller()
             rec.observe("CG409", _generator_name(frame), operation=ops.api_name(func), frame=frame)
         if func in ops.MOVE_APIS:
@@ -288,6 +300,9 @@ class _FunctionMode(TorchFunctionMode):
         rec._apis.append(func)
         rec._reported.append(False)
         try:
+            if func in ops.TO_HOST_APIS or func in ops.PRINT_APIS:
+                with rec.sync_debug_off():  # reported as what the user called; its reads need not be
+                    return handler(func, args, kwargs)
             return handler(func, args, kwargs)
         finally:
             rec._apis.pop()
@@ -414,6 +429,13 @@ class _FunctionMode(TorchFunctionMode):
         return out
 
 
+def _writes_first_argument(op) -> bool:
+    """An in-place operator (``add_``, ``copy_``): its schema marks the first argument as written."""
+    arguments = op._schema.arguments
+    alias = arguments[0].alias_info if arguments else None
+    return alias is not None and alias.is_write
+
+
 def _accumulating_gradients() -> bool:
     """Autograd is writing a ``.grad``: created on one call, added to on the next, by design (a graph
     writes the gradients it created at capture on every replay), so not compared between calls."""
@@ -482,8 +504,18 @@ class _DispatchMode(TorchDispatchMode):
             kwargs = {}
         if rec._internal or not rec.marking:
             return func(*args, **kwargs)
-        warned = rec._sync_warnings
-        out = func(*args, **kwargs)
+        synced = False
+        if rec._sync_mode and rec.call is not None:
+            try:
+                out = func(*args, **kwargs)
+            except RuntimeError as exc:
+                if _SYNC_WARNING not in str(exc):
+                    raise
+                synced = True
+                with rec.sync_debug_off():
+                    out = func(*args, **kwargs)
+        else:
+            out = func(*args, **kwargs)
         name = func._schema.name
         inputs = list(_tensors(args, kwargs)) if rec.on_gpu or len(rec._origin) else None
         if rec.emulate and inputs is not None:
@@ -494,17 +526,24 @@ class _DispatchMode(TorchDispatchMode):
         elif name in ops.FROM_PYTHON_DATA:
             for t in _outputs(out):
                 rec.mark(t, FROM_DATA)
+                if rec.on_gpu and t.device.type == "cuda" and rec.call is not None and not (
+                        rec._reported and rec._reported[-1]):
+                    self._from_data_on_device()
         if rec.call is None:
             if rec.eager_ops is not None:
                 rec.eager_ops.add(name)
             return out
         found = self._classify(func, name, args, kwargs, out, inputs)
         if rec.watch_inputs and args and isinstance(args[0], torch.Tensor) and id(args[0]) in rec.watch_inputs \
-                and torch.Tag.inplace in func.tags:
+                and _writes_first_argument(func):
             rec.observe("CG510", name.split("::")[-1], operation=op_name(func), frame=frames.caller())
-        if rec.on_gpu and rec._sync_warnings > warned and not found:
-            rec.observe("CG103", op_name(func), operation=f"{op_name(func)} (torch's sync debug mode)",
-                        frame=frames.caller())
+        if synced and not found:
+            node = torch._C._current_autograd_node()
+            where = f", in the backward of {node.name()}" if node is not None else ""
+            rec.observe("CG103", op_name(func), operation=f"{op_name(func)} (torch's sync debug mode{where})",
+                        frame=frames.caller(),
+                        message=f"`{op_name(func)}` synchronizes with the GPU (torch's sync detector){where}; "
+                                "capture fails here")
         if rec.oplog is not None and not _accumulating_gradients():
             frame = frames.caller()
             caller = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
@@ -516,6 +555,16 @@ class _DispatchMode(TorchDispatchMode):
                 if t.device.type != "meta":
                     rec.made_addresses.add(t.data_ptr())
         return out
+
+    def _from_data_on_device(self) -> None:
+        """A tensor made from Python data straight on the GPU (torch copied it over before the mode
+        saw it): an index list (``x[[0, 5]]``) or ``torch.tensor(data, device="cuda")``."""
+        rec = self.rec
+        indexing = bool(rec._apis) and rec._apis[-1] is ops.T.__getitem__
+        if indexing:
+            rec.observe("CG303", "a Python list", operation="host-to-device copy of an index", frame=frames.caller())
+        else:
+            rec.observe("CG301", "tensor data from Python", operation="host-to-device copy", frame=frames.caller())
 
     def _read_inputs(self, args) -> tuple:
         """(position, data address) of the tensors this operator reads that the call did not make."""
@@ -703,7 +752,8 @@ class _HostCalls:
                 rec.observe(code, what, operation=what, frame=frames.caller())
             if does_nothing:
                 return None if code != "CG105" else True
-            return original(*args, **kwargs)
+            with rec.sync_debug_off():
+                return original(*args, **kwargs)
 
         wrapper.__wrapped__ = original
         self._saved.append((owner, name, original))

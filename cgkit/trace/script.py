@@ -75,6 +75,7 @@ class ScriptTrace:
         self._captured: dict[int, Region] = {}  # graph object id -> its region
         self._stack = contextlib.ExitStack()
         self.recorder.eager_ops = set()  # operators run outside any capture: the warm-up evidence
+        self.region_failure: tuple[Region, BaseException] | None = None  # what a capture region raised
 
     # -- regions ---------------------------------------------------------------------------------------
     def begin(self, kind: str, frame, graph=None, klass: str = "manual") -> Region:
@@ -94,7 +95,9 @@ class ScriptTrace:
         self._stack.enter_context(self.recorder.recording("capture"))
         return region
 
-    def end(self, region: Region) -> None:
+    def end(self, region: Region, failure: BaseException | None = None) -> None:
+        if failure is not None:
+            self.region_failure = (region, failure)
         self._stack.close()
         self._stack = contextlib.ExitStack()
         region.log, region.made = self.recorder.last_log, self.recorder.last_made_addresses
@@ -235,8 +238,8 @@ class _GraphContext:
         self.region = self.trace.begin("torch.cuda.graph", frame, self.graph)
         return self.graph
 
-    def __exit__(self, *exc):
-        self.trace.end(self.region)
+    def __exit__(self, exc_type, exc, tb):
+        self.trace.end(self.region, failure=exc)
         return False
 
 
@@ -262,7 +265,7 @@ class _Graph:
         self.trace._captured.pop(id(self), None)
 
     def register_generator_state(self, generator):
-        self.trace.recorder.registered_generators[generator] = True
+        self.trace.recorder.registered_generators[id(generator)] = generator
 
     def pool(self):
         return (0, id(self))
@@ -583,8 +586,11 @@ class _Shims:
         return False
 
 
-def run(path: str, argv: list[str], device: torch.device) -> report.TraceResult:
-    """Run a script with its capture regions traced; findings from every region."""
+def run(path: str, argv: list[str], device: torch.device, output_to_stderr: bool = False) -> report.TraceResult:
+    """Run a script with its capture regions traced; findings from every region.
+
+    ``output_to_stderr`` sends what the script prints to stderr, so a machine-read report on stdout
+    (json, sarif) stays parseable."""
     if not os.path.isfile(path):
         raise CgkitError(f"no such script: {path}")
     started = time.perf_counter()
@@ -596,7 +602,8 @@ def run(path: str, argv: list[str], device: torch.device) -> report.TraceResult:
     errors: list[str] = []
     notes_on_stop: list[str] = []
     try:
-        with _Shims(trace), trace.recorder.active():
+        output = contextlib.redirect_stdout(sys.stderr) if output_to_stderr else contextlib.nullcontext()
+        with output, _Shims(trace), trace.recorder.active():
             runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         if exc.code not in (None, 0):
@@ -607,15 +614,17 @@ def run(path: str, argv: list[str], device: torch.device) -> report.TraceResult:
         from cgkit.trace.session import failure_text
 
         text = failure_text(exc, "the script")
-        if trace.current is not None and (trace.findings or trace.recorder.observations):
-            notes_on_stop.append(f"the script stopped inside the capture region at line {trace.current.site.line}: "
-                                 f"{text}")
+        region = trace.current or (trace.region_failure[0] if trace.region_failure and
+                                   trace.region_failure[1] is exc else None)
+        if region is not None:
+            trace._collect(region)
+        if region is not None and trace.findings:
+            # A capture region raised, as real capture does on what was found there: say so, keep the findings.
+            notes_on_stop.append(f"the script stopped inside the capture region at line {region.site.line}: {text}")
         else:
             errors.append(text)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-    if trace.current is not None:
-        trace._collect(trace.current)
     words = "GPU" if device.type == "cuda" else "CPU (standing in for the GPU)"
     regions = len(trace.regions)
     notes = notes_on_stop + ([] if regions else [

@@ -79,3 +79,23 @@ def test_a_step_that_raises_exits_2_with_its_line(tmp_path):
     script.write_text("import torch\n\n\ndef step():\n    raise ValueError('broken on purpose')\n")
     result = invoke("--step", f"{script}:step", "--device", "cpu")
     assert result.exit_code == 2 and "raises.py:5" in result.output and "broken on purpose" in result.output
+
+
+def test_json_stays_parseable_when_the_script_prints(tmp_path):
+    script = tmp_path / "noisy.py"
+    script.write_text("import torch\nprint('hello from the script')\nx = torch.ones(4, device='cuda')\n"
+                      "g = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n    print(x * 2)\n")
+    result = CliRunner().invoke(main, ["trace", str(script), "--device", "cpu", "--format", "json"])
+    data = json.loads(result.stdout)
+    assert [f["code"] for f in data["findings"]] == ["CG106"]
+    assert "hello from the script" in result.stderr
+
+
+def test_a_region_that_raises_keeps_its_findings_with_a_note(tmp_path):
+    script = tmp_path / "raises_in_region.py"
+    script.write_text("import torch\nx = torch.ones(4, device='cuda')\ng = torch.cuda.CUDAGraph()\n"
+                      "with torch.cuda.graph(g):\n    n = x.sum().item()\n    raise RuntimeError('as capture would')\n")
+    result = invoke(str(script), "--device", "cpu")
+    assert result.exit_code == 1, result.output
+    assert "raises_in_region.py:5:" in result.output and "CG101" in result.output
+    assert "note: the script stopped inside the capture region at line 4" in result.output

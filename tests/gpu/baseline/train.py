@@ -6,7 +6,7 @@ import time
 import torch
 from torch import nn
 
-STEPS, BATCH = 120, 32
+STEPS, BATCH = 200, 32
 
 
 def make_model():
