@@ -121,6 +121,10 @@ MOVE_APIS = frozenset({T.to, T.cuda, T.cpu, T.pin_memory})
 # Tensors from Python data: host tensors unless made directly on the device (a host-to-device copy).
 DATA_APIS = frozenset(f for f in (torch.tensor, torch.as_tensor, getattr(torch, "asarray", None)) if f)
 
+# APIs that copy between host and device outside the dispatcher (torch makes the tensor, then shows
+# it to the modes): the tracer reports them itself, with torch's sync detector off while they run.
+REPORTED_BY_API = frozenset(TO_HOST_APIS) | PRINT_APIS | MOVE_APIS | DATA_APIS | {T.__getitem__, T.__setitem__}
+
 _CONDITION_STARTS = ("if ", "elif ", "while ", "assert ", "return ", "and ", "or ", "not ")
 
 

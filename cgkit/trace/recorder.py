@@ -300,8 +300,8 @@ class _FunctionMode(TorchFunctionMode):
         rec._apis.append(func)
         rec._reported.append(False)
         try:
-            if func in ops.TO_HOST_APIS or func in ops.PRINT_APIS:
-                with rec.sync_debug_off():  # reported as what the user called; its reads need not be
+            if func in ops.REPORTED_BY_API:
+                with rec.sync_debug_off():  # reported as what the user called; its copies need not be
                     return handler(func, args, kwargs)
             return handler(func, args, kwargs)
         finally:
