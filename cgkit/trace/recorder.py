@@ -518,7 +518,7 @@ class _DispatchMode(TorchDispatchMode):
             out = func(*args, **kwargs)
         name = func._schema.name
         inputs = list(_tensors(args, kwargs)) if rec.on_gpu or len(rec._origin) else None
-        if rec.emulate and inputs is not None:
+        if inputs is not None and len(rec._origin):
             self._propagate(func, name, inputs, out)
         if rec._host_factory and not inputs:
             for t in _outputs(out):
@@ -688,12 +688,15 @@ class _DispatchMode(TorchDispatchMode):
 
     def _host_scalars(self, inputs) -> tuple:
         """Values of CPU scalar tensors an operator on device data reads: the kernel gets them as numbers
-        at launch, so a graph keeps the captured ones (compared between calls like Python numbers)."""
+        at launch, so a graph keeps the captured ones (compared between calls like Python numbers).
+
+        Only scalars that Python code made (from data, or on the host in emulation) count: CPU scalars
+        that operators pass each other (an attention kernel's RNG seed and offset) are theirs to manage."""
         rec = self.rec
         if not inputs or all(rec.is_host(t) for t in inputs):
             return ()
         with rec.internal():
-            return tuple(t.item() for t in inputs if t.dim() == 0 and rec.is_host(t))
+            return tuple(t.item() for t in inputs if t.dim() == 0 and rec.is_host(t) and t in rec._origin)
 
 
 # -- host calls that are no torch operators ---------------------------------------------------------
