@@ -33,6 +33,8 @@ FACTS = {
     "pad-packed-sequence-cpu": ("torch.nn.utils.rnn", "pad_packed_sequence", r"unsorted_indices\.cpu\(\)"),
     "distribution-validate-args": ("torch.distributions.distribution", "Distribution.__init__",
                                    r"if not torch\._is_all_true\(valid\)"),
+    "dynamo-turns-validation-off": ("torch._dynamo.eval_frame", "TorchPatcher.patch",
+                                    r"Distribution\.set_default_validate_args\(False\)"),
 }
 
 
@@ -44,11 +46,12 @@ def check(fact_id: str) -> dict:
         target = getattr(target, part, None)
         if target is None:
             return {"id": fact_id, "found": False, "where": f"{module_name}: no {qualname}"}
+    target = inspect.unwrap(target)  # functools.cache and other wrappers
     try:
         lines, start = inspect.getsourcelines(target)
+        path = inspect.getsourcefile(target)
     except (OSError, TypeError) as exc:
         return {"id": fact_id, "found": False, "where": f"{module_name}.{qualname}: {exc}"}
-    path = inspect.getsourcefile(target)
     regex = re.compile(pattern)
     for offset, line in enumerate(lines):
         if regex.search(line):

@@ -157,11 +157,116 @@ def compile_kernels_table(path: Path) -> list[str]:
     return out
 
 
+def trace_rules_table(capture: Path, traced: Path) -> list[str]:
+    """Each rule's Example under real capture (test_rules_gpu) beside what `cgkit trace --device cuda` found."""
+    runs = json.loads(capture.read_text())["rules"] if capture.exists() else {}
+    data = json.loads(traced.read_text())
+    out = [f"torch {data['torch']} on {data['device']}.", "",
+           "| rule | Example under capture | trace finds it at line | Use instead under trace |", "|---|---|---|---|"]
+    for code in sorted(set(runs) | set(data["rules"])):
+        run, found = runs.get(code, {}), data["rules"].get(code)
+        status = run["example"]["status"] if "example" in run else ("skipped" if "skipped" in run else "-")
+        if found is None:
+            out.append(f"| {code} | {status} | not traced (see the rule's `trace_blind`) | |")
+            continue
+        lines = ", ".join(map(str, found["found_at"])) or "**not found**"
+        clean = "clean" if not found["use_instead_findings"] and not found["errors"] else f"**{found}**"
+        out.append(f"| {code} | {status} | {lines} | {clean} |")
+    return out
+
+
+def trace_cost_table(path: Path) -> list[str]:
+    out = ["| device | workload | mode | operators | eager ms | traced ms | traced / eager |", "|---|---|---|---|---|---|---|"]
+    for r in json_lines(path):
+        out.append(f"| {r['device']} | {r['workload']} | {r['mode']} | {r['operators']} | {fmt(r['eager_ms'], 3)} "
+                   f"| {fmt(r['traced_ms'], 3)} | {fmt(r['ratio'], 2)} |")
+    return out
+
+
+def baseline_table(path: Path) -> list[str]:
+    out = ["| candidate | exit | verdict | lines | numbers | within baseline spread | graph replays | speedup (spread) "
+           "| first divergence |", "|---|---|---|---|---|---|---|---|---|"]
+    for case in json_lines(path):
+        r = case["report"]
+        d = r.get("divergence")
+        where = f"line {d['baseline']['line']}: `{d['baseline']['text']}` vs `{d['candidate']['text']}`" if d else "-"
+        spread = r.get("speedup_spread") or [None, None]
+        out.append(f"| {Path(case['candidate']).name} {' '.join(case.get('options', []))} | {case['returncode']} "
+                   f"| {'passed' if r.get('passed') else 'failed'} | {r.get('lines_matched')} | {r.get('numbers_compared')} "
+                   f"| {r.get('numbers_within_baseline_spread', 0)} | {r.get('graph_replays')} "
+                   f"| {fmt(r.get('speedup'), 2)} ({fmt(spread[0], 2)}-{fmt(spread[1], 2)}) | {where} |")
+    return out
+
+
+def facts_table(path: Path) -> list[str]:
+    out = ["| fact | torch | measured |", "|---|---|---|"]
+    for r in json_lines(path):
+        if "fact" in r:
+            values = {k: v for k, v in r.items() if k not in ("fact", "torch")}
+            out.append(f"| {r['fact']} | {r['torch']} | `{json.dumps(values)}` |")
+        else:
+            for f in r["facts"]:
+                out.append(f"| source: {f['id']} | {r['torch']} | {'holds' if f['found'] else '**gone**'}: "
+                           f"`{f.get('line', f['where'])}` |")
+    return out
+
+
+def ddp_table(path: Path) -> list[str]:
+    out = ["| workload | recipe | GPUs | gradients MB | verdict | ranks agree | eager ms (per rank) | graphed ms (per rank) "
+           "| speedup | kernel floor ms (per rank) | samples/s graphed | samples/s eager |", "|" + "---|" * 12]
+    def per(ranks, key):
+        return " / ".join(fmt(x[key], 3) for x in ranks)
+
+    for r in json_lines(path):
+        ranks = r.get("per_rank") or []
+        out.append(f"| {r['workload']} | {r['recipe']} | {r['world_size']} | {r['gradient_mb']} | {r['verdict']} "
+                   f"| {r['ranks_agree']} | {per(ranks, 'eager_ms')} | {per(ranks, 'graphed_ms')} | {fmt(r['speedup'], 2)} "
+                   f"| {per(ranks, 'kernel_floor_ms')} | {fmt(r['samples_per_s'], 0)} | {fmt(r['eager_samples_per_s'], 0)} |")
+    return out
+
+
+def session_sections(folder: Path) -> list[str]:
+    """The tables of a later GPU session (cgkit trace, smoke --baseline, optimizer facts, DDP scaling)."""
+    machines = [json.loads(p.read_text()) for p in sorted(folder.glob("machine*.json"))]
+    m = max(machines, key=lambda x: x["gpus"])
+    date = folder.resolve().name.split("-", 1)[1] if "-" in folder.name else "?"
+    lines = ["", f"# Session {date}: {m['gpu']} (x{m['gpus']}), torch {m['torch']}, CUDA {m['cuda']}, Python {m['python']}",
+             "", f"Raw output: `{folder.resolve().relative_to(HERE.parent)}/`."]
+    sections = [
+        ("trace_rules_gpu.json", lambda p: trace_rules_table(folder / "check_rules_gpu.json", p),
+         "cgkit trace on the GPU: each rule's Example, under real capture and under trace",
+         "`tests/check/test_rules_gpu.py` runs each Example under real capture (failed = capture fails, wrong = replays "
+         "wrong); `tests/gpu/test_trace_gpu.py` runs `cgkit trace --device cuda` on the same Example (the line it "
+         "names) and on the Use instead (which must be clean)."),
+        ("trace-cost.jsonl", trace_cost_table, "What a trace costs",
+         "`benchmarks/trace_cost.py`: one recorded call (both torch modes on, operators logged) against one eager "
+         "call of the same step, interleaved in one process, medians of 15."),
+        ("baseline-reports.jsonl", baseline_table, "cgkit smoke CANDIDATE --baseline ORIGINAL on hand-graphed scripts",
+         "`tests/gpu/test_baseline_gpu.py` over `tests/gpu/baseline/`: 3 runs of each script, alternated; speed from "
+         "the timings the scripts print."),
+        ("facts.jsonl", facts_table, "Optimizer and schedule facts, measured; source facts of this torch",
+         "`benchmarks/optimizer_facts.py` and `benchmarks/source_facts.py --json`."),
+        ("ddp-scaling.jsonl", ddp_table, "DDP recipes on one GPU and on two",
+         "`benchmarks/ddp_scaling.py`: `cgkit smoke --workflow W --mode training --ddp --nproc N`, one run at a time, "
+         "the machine to itself. samples/s = GPUs x batch / ms per step. The kernel floor under DDP includes the "
+         "time NCCL's kernels wait for the other rank, so it differs between ranks and is not a floor there."),
+    ]
+    for name, table, title, text in sections:
+        if (folder / name).exists():
+            lines += ["", f"## {title}", "", text, "", *table(folder / name)]
+    notes = folder / "NOTES.md"  # what the session's numbers say, written by hand beside them
+    if notes.exists():
+        lines += ["", notes.read_text().strip()]
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="the folder of one GPU session's output")
     parser.add_argument("--also", type=Path, action="append", default=[],
                         help="a recipe-reports*.jsonl from an earlier session to include (repeatable)")
+    parser.add_argument("--session", type=Path, action="append", default=[],
+                        help="a later session's folder (trace, baseline, facts, DDP tables); repeatable")
     args = parser.parse_args()
     run = args.run
     machine = json.loads((run / "machine.json").read_text())
@@ -230,6 +335,8 @@ def main() -> int:
     extra = HERE / "RESULTS-extra.md"
     if extra.exists():
         lines += ["", extra.read_text().strip()]
+    for folder in args.session:
+        lines += session_sections(folder)
     (HERE / "RESULTS.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {HERE / 'RESULTS.md'}")
     return 0

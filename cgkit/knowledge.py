@@ -422,17 +422,20 @@ ENTRIES: tuple[Entry, ...] = (
         id="optimizer-capturable-uncaptured",
         group="torch",
         heading="This instance was constructed with capturable=True ... but step() is running without CUDA graph capture",
-        title="A capturable optimizer stepped eagerly (a warning, printed once).",
+        title="A capturable optimizer stepped eagerly (a warning that torch 2.11 and 2.13 never print).",
         patterns=(r"constructed with capturable=True or some of all the param_groups came with capturable=True",),
         cause=(
-            "The eager warm-up steps before capture run a `capturable=True` optimizer outside a "
-            "graph; PyTorch warns once because capturable mode is slower when never captured."
+            "A `capturable=True` optimizer ran `step()` outside a graph (eager warm-up steps, or a "
+            "`step()` that is never captured); capturable mode is slower when never captured. The "
+            "optimizer's constructor sets the warn-once flag already, so in torch 2.11 and 2.13 this "
+            "text is not printed; it comes from other builds or patched optimizers."
         ),
         fix=(
             "Expected during warm-up when `step()` is captured afterwards; ignore it. If `step()` "
             "is never captured (e.g. the callables workflow), build the optimizer without `capturable=True`."
         ),
-        seen="torch/optim/optimizer.py (2.13).",
+        seen="torch/optim/optimizer.py (2.11, 2.13); not printed there: `Optimizer.__init__` sets "
+        "`_warned_capturable_if_run_uncaptured = True` (measured on an H200 with 2.11: no warning over 3 eager steps).",
         examples=(
             "UserWarning: This instance was constructed with capturable=True or some of all the param_groups came "
             "with capturable=True, but step() is running without CUDA graph capture.",
@@ -1255,7 +1258,9 @@ LIBRARY_CALLS: tuple[LibraryCall, ...] = (
         cause="With argument validation on (the default unless Python runs with -O), a distribution checks "
         "`constraint.check(value).all()` with a Python `if` when built and when scoring samples.",
         fix="Pass `validate_args=False` to the distribution, or call "
-        "`torch.distributions.Distribution.set_default_validate_args(False)` once before capture.",
-        seen="torch/distributions/distribution.py `Distribution.__init__` and `_validate_sample` (torch 2.11 and 2.13).",
+        "`torch.distributions.Distribution.set_default_validate_args(False)` once before capture. (Once Dynamo "
+        "has run in a process, any `torch.compile`, it has turned validation off for every distribution.)",
+        seen="torch/distributions/distribution.py `Distribution.__init__` and `_validate_sample` (torch 2.11 and 2.13); "
+        "Dynamo's `TorchPatcher.patch` calls `set_default_validate_args(False)` (torch/_dynamo/eval_frame.py, 2.13).",
     ),
 )

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("torch", reason="cgkit trace runs the step: it needs torch")
+
 import json
 from pathlib import Path
 

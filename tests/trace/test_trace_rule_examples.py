@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+pytest.importorskip("torch", reason="cgkit trace runs the step: it needs torch")
+
+import pytest
+
 from cgkit.check import RULES, check_source
 from cgkit.trace import TraceOptions, trace_script, trace_step
 
