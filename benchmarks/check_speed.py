@@ -1,12 +1,15 @@
-"""How fast is `cgkit check`? Side by side with bare `ast.parse`, ruff and TorchFix, same files, same run.
+"""How fast is `cgkit check`, as a user measures it? Side by side with bare `ast.parse`, ruff and TorchFix.
 
-Trees: torch's ``nn``, ``optim`` and ``cuda`` packages (about 72k lines), and the whole installed
-torch package. cgkit runs through its Python API (the full pipeline: read, parse, regions, calls
-followed across files, rules, noqa), in-process like ``ast.parse``; ruff and TorchFix run as
-subprocesses. The bar: cgkit takes at most 3x the time of ``ast.parse`` alone on the 72k-line tree.
+Every tool runs as a command in its own process, timed by the wall clock from start to exit: the
+interpreter's start, imports, the work and the teardown at exit all count (a checker that leaves
+millions of objects to the cyclic garbage collector pays for it at exit; the in-process timing of
+earlier versions of this script never saw that). `ast.parse` is a Python one-liner that reads and
+parses every file. Trees: torch's ``nn``, ``optim`` and ``cuda`` packages, the Python standard library
+(without site-packages), and the whole installed torch package. The bar: cgkit within 2x of bare
+``ast.parse`` on the first two.
 
     python benchmarks/check_speed.py                 # writes benchmarks/CHECK_SPEED.md
-    python benchmarks/check_speed.py --torchfix-all  # also TorchFix on all of torch (slow: minutes)
+    python benchmarks/check_speed.py --torchfix-all  # also TorchFix on the large trees (slow: minutes)
 
 TorchFix is timed when its ``torchfix`` command is installed (``pip install torchfix``).
 """
@@ -14,18 +17,19 @@ TorchFix is timed when its ``torchfix`` command is installed (``pip install torc
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime as dt
 import gc
 import importlib.util
+import json
 import os
 import platform
 import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +38,17 @@ sys.path.insert(0, str(ROOT))
 from cgkit.check import check_paths  # noqa: E402
 from cgkit.check.config import Config  # noqa: E402
 
-RATIO_BAR = 3.0
+RATIO_BAR = 2.0
+PARSE_ALL = """
+import ast, sys, warnings
+warnings.simplefilter("ignore")
+for path in open(sys.argv[1]).read().split("\\n"):
+    if path:
+        try:
+            ast.parse(open(path, "rb").read())
+        except (SyntaxError, ValueError):
+            pass
+"""
 
 
 def torch_root() -> str:
@@ -62,31 +76,45 @@ def count_lines(files: list[str]) -> int:
 
 
 def time_ast_parse(files: list[str]) -> float:
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for f in files:
-            with open(f, "rb") as fh:
-                data = fh.read()
-            try:
-                ast.parse(data)
-            except (SyntaxError, ValueError):
-                pass
-    return time.perf_counter() - start
+    """Bare ``ast.parse`` of every file, in a Python process of its own (start to exit)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
+        fh.write("\n".join(files))
+    try:
+        return time_cmd([sys.executable, "-c", PARSE_ALL, fh.name])
+    finally:
+        os.unlink(fh.name)
 
 
 def time_cgkit(paths: list[str]) -> tuple[float, int, int]:
-    gc.collect()
+    """``cgkit check`` as a user runs it: the command, start to exit; (seconds, findings, errors)."""
     start = time.perf_counter()
-    result = check_paths(paths, config=Config())
+    done = subprocess.run([sys.executable, "-m", "cgkit", "check", "--no-config", "--exit-zero", "--format", "json",
+                           *paths], capture_output=True, text=True, check=False, env=ENV)
     elapsed = time.perf_counter() - start
-    return elapsed, len(result.findings), len(result.errors)
+    data = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {"findings": [], "errors": ["no output"]}
+    return elapsed, len(data["findings"]), len(data["errors"]) + (done.returncode == 2)
+
+
+def cyclic_garbage(paths: list[str]) -> int:
+    """Objects the cyclic garbage collector finds after an in-process check (0: all freed by refcounting)."""
+    gc.collect()
+    gc.disable()
+    check_paths(paths, config=Config())
+    found = gc.collect()
+    gc.enable()
+    return found
+
+
+# Byte-code caching on, in a folder of its own: a user's installed cgkit starts from compiled modules
+# (some machines set PYTHONDONTWRITEBYTECODE, which would recompile cgkit at every start).
+ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+       "PYTHONPYCACHEPREFIX": os.path.join(tempfile.gettempdir(), "cgkit-check-speed-pycache")}
 
 
 def time_cmd(cmd: list[str], timeout: float | None = None) -> float | None:
     start = time.perf_counter()
     try:
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout, check=False)
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout, check=False, env=ENV)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return time.perf_counter() - start
@@ -140,10 +168,12 @@ def main() -> None:
     root = torch_root()
     trees = {
         "torch nn+optim+cuda": [os.path.join(root, d) for d in ("nn", "optim", "cuda")],
+        "standard library": [stdlib_copy()],
         "torch (whole package)": [root],
     }
     ruff = shutil.which("ruff")
     torchfix = shutil.which("torchfix")
+    time_cgkit([os.path.join(root, "cuda")])  # warm-up: byte-code caches, file-system caches
     rows = []
     for label, paths in trees.items():
         files = python_files(paths)
@@ -154,6 +184,7 @@ def main() -> None:
         runs = [time_cgkit(paths) for _ in range(repeat)]
         t_cg = statistics.median(r[0] for r in runs)
         findings, errors = runs[0][1], runs[0][2]
+        garbage = cyclic_garbage(paths) if lines < 1_000_000 else None
         t_ruff = (
             median(lambda paths=paths: time_cmd([ruff, "check", "--isolated", "--no-cache", "--exit-zero", "--quiet", *paths]), repeat)
             if ruff
@@ -178,16 +209,26 @@ def main() -> None:
                 "torchfix_note": tf_note,
                 "findings": findings,
                 "errors": errors,
+                "garbage": garbage,
             }
         )
-        print(f"  ast.parse {t_ast:.2f}s  cgkit {t_cg:.2f}s ({t_cg / t_ast:.2f}x)  ruff {t_ruff}  torchfix {t_tf}", flush=True)
+        print(f"  ast.parse {t_ast:.2f}s  cgkit {t_cg:.2f}s ({t_cg / t_ast:.2f}x)  ruff {t_ruff}  torchfix {t_tf}  "
+              f"cyclic garbage {garbage}", flush=True)
 
     write_report(args.output, root, rows, ruff, torchfix)
-    first = rows[0]
-    ratio = first["cgkit"] / first["ast"]
-    print(f"wrote {args.output}; cgkit/ast.parse on {first['tree']}: {ratio:.2f}x (bar {RATIO_BAR}x)")
-    if ratio > RATIO_BAR or any(r["errors"] for r in rows):
+    ratios = {r["tree"]: r["cgkit"] / r["ast"] for r in rows[:2]}
+    print(f"wrote {args.output}; cgkit/ast.parse: {ratios} (bar {RATIO_BAR}x)")
+    if any(ratio > RATIO_BAR for ratio in ratios.values()) or any(r["errors"] for r in rows):
         sys.exit(1)
+
+
+def stdlib_copy() -> str:
+    """The standard library without site-packages (installed packages live under it on some Pythons)."""
+    source = sysconfig.get_paths()["stdlib"]
+    target = Path(tempfile.gettempdir()) / "cgkit-check-speed-stdlib"
+    if not target.exists():
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("site-packages", "__pycache__", "*.pyc"))
+    return str(target)
 
 
 def _fmt_t(value) -> str:
@@ -214,10 +255,13 @@ def write_report(path: str, root: str, rows: list[dict], ruff: str | None, torch
         f"- ruff: {tool_version([ruff, '--version']) if ruff else 'not installed'}",
         f"- TorchFix: {tool_version([torchfix, '--version']) if torchfix else 'not installed'}",
         "",
-        "cgkit and `ast.parse` run in-process (read + parse every file; cgkit also finds regions, follows",
-        "calls across files, runs the rules and applies noqa). ruff (`ruff check --isolated --no-cache`,",
-        "default rules, multi-threaded) and TorchFix (its default rules) run as subprocesses, so their times",
-        "include interpreter/process start-up. Fast tools: median of 3 runs on the small tree.",
+        "Every tool runs as a command in a process of its own, timed by the wall clock from start to exit",
+        "(interpreter start, imports, the work and the teardown at exit). `ast.parse`: a Python one-liner",
+        "that reads and parses every file. cgkit: `python -m cgkit check --no-config --exit-zero --format json`",
+        "(read, parse, find regions, follow calls across files, run the rules, noqa). ruff: `ruff check",
+        "--isolated --no-cache` (default rules, multi-threaded). TorchFix: its default rules. Median of 3 runs",
+        "on trees under 200,000 lines, one run on larger ones. Cyclic garbage: objects the cyclic collector",
+        "finds after an in-process check (0: the check's data is freed by reference counting as it ends).",
         "",
         "| tree | files | lines | tool | seconds | lines/s | vs ast.parse |",
         "|---|---:|---:|---|---:|---:|---:|",
@@ -234,11 +278,16 @@ def write_report(path: str, root: str, rows: list[dict], ruff: str | None, torch
             )
     lines += [
         "",
-        "cgkit findings / internal errors: "
-        + "; ".join(f"{r['tree']}: {r['findings']} / {r['errors']}" for r in rows),
+        "cgkit findings / internal errors / cyclic garbage after the check: "
+        + "; ".join(f"{r['tree']}: {r['findings']} / {r['errors']} / {r['garbage']}" for r in rows),
         "",
-        f"Bar: cgkit at most {RATIO_BAR:.0f}x `ast.parse` on the nn+optim+cuda tree "
-        f"(measured {rows[0]['cgkit'] / rows[0]['ast']:.2f}x).",
+        f"Bar: cgkit within {RATIO_BAR:.0f}x bare `ast.parse` on torch nn+optim+cuda and on the standard library "
+        f"(measured {rows[0]['cgkit'] / rows[0]['ast']:.2f}x and {rows[1]['cgkit'] / rows[1]['ast']:.2f}x).",
+        "",
+        "History (measured by hand on 2026-11-30, `/usr/bin/time cgkit check` on the standard library, this",
+        "machine): 24.6 s before the checker's data was untied at the end of a check (`Project.release`),",
+        "8.7 s after; 12 s of it was checking and 14 s the cyclic collector walking 6.8 million syntax-tree",
+        "objects at exit. `tests/check/test_check_garbage.py` keeps it at zero.",
         "",
     ]
     Path(path).write_text("\n".join(lines), encoding="utf-8")

@@ -12,8 +12,6 @@ import shlex
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-import jinja2
-
 from cgkit import __version__
 from cgkit.bundle import recipes_dir
 from cgkit.errors import CgkitError
@@ -343,7 +341,9 @@ def _imports(wf: Workflow, sources: dict, ddp: bool, te: dict | None = None,
     }
 
 
-def _environment() -> jinja2.Environment:
+def _environment():
+    import jinja2  # only to render: `cgkit check` and the other commands start without it
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(recipes_dir())),
         undefined=jinja2.StrictUndefined,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ast
 
+from cgkit.check.facts import attr_kind, facts_of
 from cgkit.check.project import ClassIndex, FuncRef
 from cgkit.check.regions import kind_targets, resolve_callable
-from cgkit.check.rules import function_hazards
 
 MAX_DEPTH = 12
 
@@ -49,7 +49,7 @@ def resolve_call(facts, call) -> list[FuncRef]:
             method = facts.cls.find_method(attr, project)
             if method is not None:
                 return [method]
-            return kind_targets(facts.cls.attr_kind(attr, project), facts, project)
+            return kind_targets(attr_kind(facts.cls, attr, project), facts, project)
         if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super" and facts.cls is not None:
             for base in facts.cls.bases(project):
                 if isinstance(base, ClassIndex):
@@ -77,12 +77,13 @@ def resolve_call(facts, call) -> list[FuncRef]:
     return []
 
 
-def walk(region, project, emit) -> list[tuple[FuncRef, list[dict]]]:
-    """Visit every function the region reaches; call ``emit(hazard, facts, chain, is_root)`` for each hazard.
+def walk(region, project, scan, emit) -> int:
+    """Visit every function the region reaches; ``scan(facts)`` lists a function's hazards (computed once
+    per function), and ``emit(hazard, facts, chain)`` is called for each one inside the region.
 
-    Returns the reached functions with their chains (the region's roots first).
+    Returns how many functions the walk reached (the region's own code counted).
     """
-    reached: list[tuple[FuncRef, list[dict]]] = []
+    reached = 0
     seen: set[int] = set()
     queue: list[tuple[FuncRef, tuple[int, int] | None, list[dict], bool]] = []
     if region.span is not None and region.scope is not None:
@@ -99,13 +100,13 @@ def walk(region, project, emit) -> list[tuple[FuncRef, list[dict]]]:
         seen.add(key)
         if span is None:
             seen.add((fref.key, None))
-        facts = project.facts(fref)
-        reached.append((fref, chain))
+        facts = facts_of(project, fref)
+        reached += 1
         lo, hi = span if span is not None else (0, 1 << 30)
-        for hazard in facts.hazards(function_hazards):
+        for hazard in facts.hazards(scan):
             line = getattr(hazard.node, "lineno", 0)
             if lo <= line <= hi and (is_root or not hazard.root_only):
-                emit(hazard, facts, chain, is_root and span is None)
+                emit(hazard, facts, chain)
         if len(chain) >= MAX_DEPTH:
             continue
         for call in facts.calls:

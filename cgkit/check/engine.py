@@ -16,9 +16,9 @@ import warnings
 
 from cgkit.check import calls, noqa, regions
 from cgkit.check.config import Config, load_config
-from cgkit.check.model import SEVERITY_RANK, CheckResult, Finding
+from cgkit.check.model import CheckResult, Finding
 from cgkit.check.project import ModuleIndex, Project
-from cgkit.check.rules import RULES, region_hazards
+from cgkit.check.rules import RULES, Dispatch, dispatch
 from cgkit.check.sources import Source, SourceError, iter_python_files, read_source
 from cgkit.errors import CgkitError
 
@@ -66,6 +66,7 @@ class RegionContext:
     def __init__(self, project: Project, all_regions):
         self.project = project
         self._once: set = set()
+        self._memo: dict = {}
         self._by_scope: dict[int, list] = {}
         for region in all_regions:
             if region.scope is not None:
@@ -76,6 +77,12 @@ class RegionContext:
             return False
         self._once.add(key)
         return True
+
+    def memo(self, key, compute):
+        """``compute()`` once per key for this run (what several region rules read)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def regions_in_scope(self, region) -> list:
         return self._by_scope.get(region.scope.key, []) if region.scope is not None else []
@@ -94,10 +101,12 @@ class Checker:
         for codes in self.config.per_file_ignores.values():
             expand_codes(codes, "[tool.cgkit] per-file-ignores")
         self.selection = _Selection(sel, ign, self.config)
+        self.dispatch: Dispatch = dispatch(_selected_codes(sel, ign))
         self.region_names = [*self.config.regions, *(region_names or [])]
         self.project = Project()
         self.project.loader = self._load_extra
         self.findings: list[Finding] = []
+        self.regions: list[dict] = []  # each analysed region, with the number of functions followed from it
         self.errors: list[str] = []
         self.files = 0
         self.lines = 0
@@ -186,18 +195,17 @@ class Checker:
             except Exception:  # noqa: BLE001
                 self._internal_error(region.module.path, f"analysing the region at line {region.line}")
         self.findings.sort(key=Finding.sort_key)
-        return CheckResult(self.findings, self.errors, files=self.files, lines=self.lines)
+        self.project.release()  # findings are plain data: nothing needs the index any more
+        return CheckResult(self.findings, self.errors, files=self.files, lines=self.lines, regions=self.regions)
 
     def _analyse(self, region, ctx: RegionContext) -> None:
-        klass = region.klass
-
-        def emit(hazard, facts, chain, is_root):
+        def emit(hazard, facts, chain):
             self._emit(hazard.code, facts.module, hazard.node, hazard.args, region, chain, hazard.stmt)
 
-        calls.walk(region, self.project, emit)
-        for hazard in region_hazards(region, ctx):
+        reached = calls.walk(region, self.project, self.dispatch.function_hazards, emit)
+        self.regions.append({**_map_region(region), "functions_followed": reached})
+        for hazard in self.dispatch.region_hazards(region, ctx):
             self._emit(hazard.code, hazard.module, hazard.node, hazard.args, region, [], None)
-        del klass
 
     def _emit(self, code: str, module: ModuleIndex, node, args: dict, region, chain, stmt) -> None:
         rule = RULES[code]
@@ -351,7 +359,9 @@ def check_source(text: str, path: str = "<string>.py", select=None, ignore=None,
         return checker.run()
 
 
-def worst(findings) -> str | None:
-    if not findings:
+def _selected_codes(select, ignore) -> frozenset[str] | None:
+    """The rules whose matchers run: --select/--ignore (and [tool.cgkit]) leave the others out."""
+    if select is None and not ignore:
         return None
-    return min((f.severity for f in findings), key=SEVERITY_RANK.__getitem__)
+    return frozenset(code for code in RULES
+                     if (select is None or noqa.matches(code, select)) and not (ignore and noqa.matches(code, ignore)))

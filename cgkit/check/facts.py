@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 
 from cgkit.check.names import add_import, dotted
-from cgkit.check.project import FUNC_TYPES, ClassAttrs, ClassIndex, FuncRef, ModuleIndex, Project
+from cgkit.check.project import FUNC_TYPES, ClassIndex, FuncRef, ModuleIndex, Project
 
 # Kinds of tensors. Objects are tuples: ("inst", ClassIndex), ("nn", qual), ("optim", qual, call),
 # ("stream",), ("event",), ("graph",), ("generator",), ("scaler",), ("logger",), ("compiled", call),
@@ -184,7 +184,7 @@ class Facts:
         if kind is not None or name in self.params:
             return kind
         if type(self.fref.node) is not ast.Module:
-            mod_facts = self.project.module_facts(self.module)
+            mod_facts = module_facts(self.project, self.module)
             if mod_facts is not None:
                 return mod_facts.kinds.get(name)
         return None
@@ -230,7 +230,7 @@ class Facts:
         if t is ast.Attribute:
             value = e.value
             if type(value) is ast.Name and value.id == self.self_name and self.cls is not None:
-                return self.cls.attr_kind(e.attr, self.project)
+                return attr_kind(self.cls, e.attr, self.project)
             if e.attr in _TENSOR_ATTRS:
                 inner = self.infer(value, _depth + 1)
                 if is_tensor(inner):
@@ -632,11 +632,63 @@ def _returns_kind(fn, module: ModuleIndex, qual: str):
     return None
 
 
+# -- the analysis of a project: each function's facts, computed once ---------------------------------
+def facts_of(project: Project, fref: FuncRef) -> Facts:
+    """The facts of a function (cached on the project: each function is analysed once)."""
+    facts = project.facts_cache.get(fref.key)
+    if facts is None:
+        facts = Facts(fref, project)
+        project.facts_cache[fref.key] = facts
+        facts.scan()
+    return facts
+
+
+def fresh_facts(project: Project, fref: FuncRef) -> Facts:
+    """Facts for a side question (attribute kinds, globals), not cached: the cached ones should see
+    the argument kinds of the call that reaches the function first."""
+    cached = project.facts_cache.get(fref.key)
+    if cached is not None:
+        return cached
+    facts = Facts(fref, project)
+    facts.scan()
+    return facts
+
+
+def module_facts(project: Project, module: ModuleIndex) -> Facts:
+    return facts_of(project, module.body_ref)
+
+
+class ClassAttrs:
+    """What a class's methods assign to ``self``: kinds of attributes and scalars mutated per step."""
+
+    def __init__(self):
+        self.kinds: dict[str, object] = {}
+        self.scalar_updates: dict[str, int] = {}  # attr -> line of an update outside __init__
+        self.hooks: list[ast.Call] = []  # self.register_*hook(...) calls
+
+
 def class_attrs(cls: ClassIndex, project: Project) -> ClassAttrs:
+    """What a class's methods assign to ``self`` (computed once per class)."""
+    if cls._attrs is None:
+        cls._attrs = ClassAttrs()  # seen while computing (a method that reads self.X)
+        cls._attrs = _class_attrs(cls, project)
+    return cls._attrs
+
+
+def attr_kind(cls: ClassIndex, attr: str, project: Project):
+    """The kind of ``self.<attr>`` in a class or its bases, or None."""
+    for klass in cls.mro(project):
+        kind = class_attrs(klass, project).kinds.get(attr)
+        if kind is not None:
+            return kind
+    return None
+
+
+def _class_attrs(cls: ClassIndex, project: Project) -> ClassAttrs:
     """Kinds of ``self.X`` from every method's assignments, and scalar attributes updated per call."""
     out = ClassAttrs()
     for name, node in cls.methods.items():
-        facts = project.fresh_facts(FuncRef(cls.module, node, cls, name))
+        facts = fresh_facts(project, FuncRef(cls.module, node, cls, name))
         for attr, stmt, value in facts.self_stores:
             if value is not None:
                 kind = facts.infer(value)
@@ -673,9 +725,17 @@ def _mentions_tensor(facts: Facts, value) -> bool:
 
 
 def mutable_globals(module: ModuleIndex, project: Project) -> dict[str, int]:
+    """Module-level names that are rebound after they are first set (computed once per module)."""
+    if module._mutable_globals is None:
+        module._mutable_globals = {}
+        module._mutable_globals = _mutable_globals(module, project)
+    return module._mutable_globals
+
+
+def _mutable_globals(module: ModuleIndex, project: Project) -> dict[str, int]:
     """Module-level names that are rebound after they are first set (scalars that change per step)."""
     out: dict[str, int] = {}
-    facts = project.module_facts(module)
+    facts = module_facts(project, module)
     if facts is None:
         return out
     seen: set[str] = set()
@@ -688,7 +748,7 @@ def mutable_globals(module: ModuleIndex, project: Project) -> dict[str, int]:
         seen.add(store.name)
     if "global" in module.text:
         for name, node in module.defs.items():
-            fn_facts = project.fresh_facts(FuncRef(module, node, None, name))
+            fn_facts = fresh_facts(project, FuncRef(module, node, None, name))
             for store in fn_facts.stores:
                 if store.name in fn_facts.global_names and not is_tensor(store.kind):
                     out.setdefault(store.name, store.node.lineno)

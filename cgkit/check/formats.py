@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from cgkit import __version__
+from cgkit.check.docs import rule_markdown
 from cgkit.check.model import CheckResult, Finding
 from cgkit.check.rules import RULES
 
@@ -153,8 +154,6 @@ def sarif(result: CheckResult) -> str:
 
 
 def _sarif_rule(rule) -> dict:
-    from cgkit.check.docs import rule_markdown
-
     level = rule.manual or rule.compile or "warning"
     return {
         "id": rule.code,

@@ -5,7 +5,9 @@ Everything here is plain data; the analysis lives in the other modules of :mod:`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
@@ -73,6 +75,11 @@ class Rule:
     trace_blind: str | None = None
     # False for rules only a run can find (the CG7xx family): cgkit check never reports them.
     static: bool = True
+    # The matchers: pairs of what the rule listens to (a trigger of cgkit.check.rules._base) and the
+    # function that decides, yielding Found. Empty for rules no matcher reports (file problems, run-time rules).
+    matchers: tuple[tuple[object, Callable], ...] = ()
+    # Rules that report the same node better: when one of them does, this one stays silent.
+    yields_to: tuple[str, ...] = ()
 
     @property
     def anchor(self) -> str:
@@ -96,6 +103,39 @@ class Rule:
         if klass == "candidate":
             text = f"would block capture: {text}"
         return text
+
+
+class Found(NamedTuple):
+    """What a matcher yields: the node to report, and the values the rule's message needs."""
+
+    node: object
+    stmt: object = None  # the statement holding the node (its first line also takes a noqa)
+    args: dict | None = None
+    root_only: bool = False  # only when the function itself is the region (not a callee)
+    module: object = None  # region matchers: the ModuleIndex the node belongs to (default: the region's)
+
+
+def found(node, stmt=None, *, root_only: bool = False, module=None, **args) -> Found:
+    return Found(node, stmt, args, root_only, module)
+
+
+class Hazard(NamedTuple):
+    """A Found with the code of the rule that found it (function level)."""
+
+    code: str
+    node: object
+    args: dict
+    root_only: bool = False
+    stmt: object = None
+
+
+class RegionHazard(NamedTuple):
+    """A Found with its rule's code, from the code around a region (what happens before and after it)."""
+
+    code: str
+    module: object
+    node: object
+    args: dict
 
 
 @dataclass
@@ -159,6 +199,7 @@ class CheckResult:
     errors: list[str]  # internal errors (the checker's own bugs); never user hazards
     files: int = 0
     lines: int = 0
+    regions: list[dict] = field(default_factory=list)  # capture sites analysed, with the functions followed
 
     @property
     def scope_text(self) -> str:

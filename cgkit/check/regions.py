@@ -22,7 +22,7 @@ import ast
 import bisect
 import re
 
-from cgkit.check.facts import TENSOR
+from cgkit.check.facts import TENSOR, attr_kind, facts_of
 from cgkit.check.model import kind_class
 from cgkit.check.names import add_import, dotted
 from cgkit.check.project import _NESTED_BLOCKS, FUNC_TYPES, ClassIndex, FuncRef, ModuleIndex, Project
@@ -62,24 +62,30 @@ class Region:
 
 def find_regions(module: ModuleIndex, project: Project) -> list[Region]:
     text = module.text
-    aliases = [name for name, qual in module.imports.items() if _is_region_qual(qual) and name not in _WORDS]
+    # Lines that can hold a region name one of the region functions (or a name they are imported
+    # under). A module alias (``import torch.cuda as tc``) needs no word of its own: ``tc.graph(g)``
+    # still says ``graph``, and every line that says ``torch`` would be a hit.
+    aliases = [name for name, qual in module.imports.items() if _is_region_function(qual) and name not in _WORDS]
     if aliases:
         words = "|".join(map(re.escape, [*_WORDS, *aliases]))
         pattern = re.compile(rf"\b(?:{words})\b")
     else:
         pattern = _BASE_RE
-    if pattern.search(text) is None:
+    hits, line, position = [], 1, 0
+    for match in pattern.finditer(text):
+        line += text.count("\n", position, match.start())
+        position = match.start()
+        if not hits or hits[-1] != line:
+            hits.append(line)
+    if not hits:
         return []
-    starts = [0]
-    starts.extend(m.end() for m in re.finditer("\n", text))
-    hits = sorted({bisect.bisect_right(starts, m.start()) for m in pattern.finditer(text)})
     finder = _Finder(module, project, hits)
     finder.block(module.tree.body, module.body_ref, None, [])
     return finder.regions
 
 
-def _is_region_qual(qual: str) -> bool:
-    return qual in _GRAPH_QUALS or qual in _COMPILE_QUALS or qual in _MGC_QUALS or qual in ("torch", "torch.cuda", "transformer_engine.pytorch")
+def _is_region_function(qual: str) -> bool:
+    return qual in _GRAPH_QUALS or qual in _COMPILE_QUALS or qual in _MGC_QUALS
 
 
 class _Finder:
@@ -217,7 +223,7 @@ class _Finder:
         self.regions.append(region)
 
     def _resolve_targets(self, targets, scope: FuncRef, line: int) -> list[FuncRef]:
-        facts = self.project.facts(scope)
+        facts = facts_of(self.project, scope)
         out: list[FuncRef] = []
         for target in targets:
             out.extend(resolve_callable(facts, target, line, self.project))
@@ -246,7 +252,7 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
             method = facts.cls.find_method(expr.attr, project)
             if method is not None:
                 return [method]
-            return kind_targets(facts.cls.attr_kind(expr.attr, project), facts, project, _depth)
+            return kind_targets(attr_kind(facts.cls, expr.attr, project), facts, project, _depth)
         owner = facts.infer(value)
         if type(owner) is tuple and owner[0] == "inst":
             method = owner[1].find_method(expr.attr, project)

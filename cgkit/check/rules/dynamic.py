@@ -6,9 +6,12 @@ import ast
 
 from cgkit.check.facts import CPU, MASK, is_tensor
 from cgkit.check.model import Rule
-from cgkit.check.rules._base import code, h, text_of
+from cgkit.check.rules._base import Calls, Each, Family, code, found, text_of
 
-RULES = [
+RULES = Family()
+
+
+@RULES.rule(
     Rule(
         code="CG201",
         name="tensor-condition",
@@ -43,6 +46,27 @@ RULES = [
         """),
         gpu_check="ok = torch.equal(y, x * 2 if x.sum() > 0 else x)",
     ),
+    Each("conds"),
+)
+def tensor_condition(item, f):
+    expr, stmt = item
+    if is_tensor(f.infer(expr)):
+        yield found(expr, stmt)
+
+
+_SHAPE_FUNCS = {
+    "torch.nonzero": "torch.nonzero",
+    "torch.argwhere": "torch.argwhere",
+    "torch.masked_select": "torch.masked_select",
+    "torch.unique": "torch.unique",
+    "torch.unique_consecutive": "torch.unique_consecutive",
+    "torch.bincount": "torch.bincount",
+}
+_SHAPE_METHODS = {"nonzero", "argwhere", "masked_select", "bincount"}
+_SHAPE_METHODS_NEED_TENSOR = {"unique", "unique_consecutive"}
+
+
+@RULES.rule(
     Rule(
         code="CG202",
         name="dynamic-shape-op",
@@ -74,6 +98,21 @@ RULES = [
         """),
         gpu_check="ok = torch.equal(positive, torch.where(x > 0, x, 0.0))",
     ),
+    Calls(quals=(*_SHAPE_FUNCS, "torch.where"), methods=(*_SHAPE_METHODS, *_SHAPE_METHODS_NEED_TENSOR)),
+)
+def dynamic_shape_op(c, f):
+    node, q = c.node, c.qual
+    if q in _SHAPE_FUNCS:
+        yield found(node, c.stmt, what=_SHAPE_FUNCS[q])
+    elif q == "torch.where":
+        if len(node.args) == 1 and not node.keywords:
+            yield found(node, c.stmt, what="torch.where(condition)")
+    elif type(c.recv) is not tuple and c.recv is not CPU:
+        if c.meth in _SHAPE_METHODS or is_tensor(c.recv):
+            yield found(node, c.stmt, what=f".{c.meth}()")
+
+
+@RULES.rule(
     Rule(
         code="CG203",
         name="boolean-mask-index",
@@ -103,6 +142,34 @@ RULES = [
         """),
         gpu_check="ok = torch.allclose(total, x[x > 0].sum())",
     ),
+    Each("subscripts"),
+)
+def boolean_mask_index(item, f):
+    sub, stmt = item
+    index = sub.slice
+    value_kind = None
+    for entry in index.elts if type(index) is ast.Tuple else (index,):
+        if type(entry) is ast.Slice:
+            continue
+        if type(entry) is ast.Compare and _same(entry.left, sub.value) and not _identity_compare(entry):
+            yield found(sub, stmt)
+            continue
+        if f.infer(entry) is MASK:
+            if value_kind is None:
+                value_kind = f.infer(sub.value)
+            if value_kind is not CPU:
+                yield found(sub, stmt)
+
+
+def _same(a, b) -> bool:
+    return type(a) is type(b) and ast.dump(a) == ast.dump(b)
+
+
+def _identity_compare(node: ast.Compare) -> bool:
+    return any(type(op) in (ast.Is, ast.IsNot, ast.In, ast.NotIn) for op in node.ops)
+
+
+@RULES.rule(
     Rule(
         code="CG204",
         name="tensor-slice-bound",
@@ -136,6 +203,20 @@ RULES = [
         """),
         gpu_check="ok = torch.allclose(part, x[8:24].sum())",
     ),
+    Each("subscripts"),
+)
+def tensor_slice_bound(item, f):
+    sub, stmt = item
+    index = sub.slice
+    for entry in index.elts if type(index) is ast.Tuple else (index,):
+        if type(entry) is ast.Slice:
+            for bound in (entry.lower, entry.upper, entry.step):
+                if bound is not None and is_tensor(f.infer(bound)):
+                    yield found(bound, stmt, what=text_of(bound))
+                    break
+
+
+@RULES.rule(
     Rule(
         code="CG205",
         name="repeat-interleave-no-output-size",
@@ -167,74 +248,20 @@ RULES = [
         """),
         gpu_check="ok = torch.equal(y, x.repeat_interleave(reps))",
     ),
-]
-
-_SHAPE_FUNCS = {
-    "torch.nonzero": "torch.nonzero",
-    "torch.argwhere": "torch.argwhere",
-    "torch.masked_select": "torch.masked_select",
-    "torch.unique": "torch.unique",
-    "torch.unique_consecutive": "torch.unique_consecutive",
-    "torch.bincount": "torch.bincount",
-}
-_SHAPE_METHODS = {"nonzero", "argwhere", "masked_select", "bincount"}
-_SHAPE_METHODS_NEED_TENSOR = {"unique", "unique_consecutive"}
-
-
-def scan(f):
-    for expr, stmt in f.conds:
-        if is_tensor(f.infer(expr)):
-            yield h("CG201", expr, stmt)
-    for c in f.calls:
-        node = c.node
-        q = c.qual
-        if q is not None:
-            if q in _SHAPE_FUNCS:
-                yield h("CG202", node, c.stmt, what=_SHAPE_FUNCS[q])
-            elif q == "torch.where" and len(node.args) == 1 and not node.keywords:
-                yield h("CG202", node, c.stmt, what="torch.where(condition)")
-            elif q == "torch.repeat_interleave" and c.kwarg("output_size") is None:
-                if len(node.args) == 1 and not node.keywords:
-                    yield h("CG205", node, c.stmt)
-                else:
-                    reps = c.arg(1, "repeats")
-                    if reps is not None and is_tensor(f.infer(reps)):
-                        yield h("CG205", node, c.stmt)
-        elif c.meth is not None:
-            m = c.meth
-            if type(c.recv) is tuple or c.recv is CPU:
-                continue
-            if m in _SHAPE_METHODS or (m in _SHAPE_METHODS_NEED_TENSOR and is_tensor(c.recv)):
-                yield h("CG202", node, c.stmt, what=f".{m}()")
-            elif m == "repeat_interleave" and c.kwarg("output_size") is None:
-                reps = c.arg(0, "repeats")
-                if reps is not None and is_tensor(f.infer(reps)):
-                    yield h("CG205", node, c.stmt)
-    for sub, stmt in f.subscripts:
-        index = sub.slice
-        items = index.elts if type(index) is ast.Tuple else (index,)
-        value_kind = None
-        for item in items:
-            if type(item) is ast.Slice:
-                for bound in (item.lower, item.upper, item.step):
-                    if bound is not None and is_tensor(f.infer(bound)):
-                        yield h("CG204", bound, stmt, what=text_of(bound))
-                        break
-                continue
-            if type(item) is ast.Compare and _same(item.left, sub.value) and not _identity_compare(item):
-                yield h("CG203", sub, stmt)
-                continue
-            kind = f.infer(item)
-            if kind is MASK:
-                if value_kind is None:
-                    value_kind = f.infer(sub.value)
-                if value_kind is not CPU:
-                    yield h("CG203", sub, stmt)
-
-
-def _same(a, b) -> bool:
-    return type(a) is type(b) and ast.dump(a) == ast.dump(b)
-
-
-def _identity_compare(node: ast.Compare) -> bool:
-    return any(type(op) in (ast.Is, ast.IsNot, ast.In, ast.NotIn) for op in node.ops)
+    Calls(quals=("torch.repeat_interleave",), methods=("repeat_interleave",)),
+)
+def repeat_interleave_no_output_size(c, f):
+    node = c.node
+    if c.kwarg("output_size") is not None:
+        return
+    if c.qual is not None:
+        if len(node.args) == 1 and not node.keywords:
+            yield found(node, c.stmt)
+            return
+        reps = c.arg(1, "repeats")
+    elif type(c.recv) is tuple or c.recv is CPU:
+        return
+    else:
+        reps = c.arg(0, "repeats")
+    if reps is not None and is_tensor(f.infer(reps)):
+        yield found(node, c.stmt)

@@ -6,7 +6,7 @@ import ast
 
 from cgkit.check.facts import CPU, TENSOR, _device_literal, is_tensor
 from cgkit.check.model import Rule
-from cgkit.check.rules._base import code, h, is_true, text_of
+from cgkit.check.rules._base import Calls, Each, Family, code, found, is_true, text_of
 
 _COPY_NOTE = (
     "During capture PyTorch refuses copies between a CUDA tensor and a CPU tensor that is not "
@@ -14,7 +14,12 @@ _COPY_NOTE = (
     "tensor is pinned\"). Under `torch.compile` the copy is not captured: it stays in an eager partition."
 )
 
-RULES = [
+RULES = Family()
+
+_TENSOR_FROM_DATA = ("torch.tensor", "torch.as_tensor", "torch.asarray")
+
+
+@RULES.rule(
     Rule(
         code="CG301",
         name="tensor-from-host-data",
@@ -47,6 +52,17 @@ RULES = [
         """),
         gpu_check="ok = torch.allclose(y, x * torch.tensor([0.5, 2.0], device='cuda'))",
     ),
+    Calls(quals=_TENSOR_FROM_DATA),
+)
+def tensor_from_host_data(c, f):
+    device = c.kwarg("device")
+    data = c.node.args[0] if c.node.args else None
+    if device is not None and _device_literal(device) not in ("cpu", "meta"):
+        if data is None or not is_tensor(f.infer(data)):
+            yield found(c.node, c.stmt, what=f"{c.qual}(..., device={text_of(device)})")
+
+
+@RULES.rule(
     Rule(
         code="CG302",
         name="pageable-host-to-device",
@@ -79,140 +95,11 @@ RULES = [
         """),
         gpu_check="ok = torch.allclose(y, host.cuda() * 2)",
     ),
-    Rule(
-        code="CG303",
-        name="host-index",
-        category="pinned-memory",
-        message="indexing a GPU tensor with {what} copies the index to the GPU; capture fails here",
-        compile_message="indexing a GPU tensor with {what}: the index copy is not captured",
-        fix="Build the index as a GPU tensor once, before capture, and index with it.",
-        what="Checks for indexing a GPU tensor with a Python list or a CPU tensor inside a captured region.",
-        why="Advanced indexing needs the index on the device, so a list or CPU index tensor is copied "
-        "to the GPU from pageable memory on every call. " + _COPY_NOTE,
-        example=code("""
-            import torch
-
-            x = torch.randn(64, device="cuda")
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                picked = x[[0, 5, 9]]
-        """),
-        use_instead=code("""
-            import torch
-
-            x = torch.randn(64, device="cuda")
-            idx = torch.tensor([0, 5, 9], device="cuda")  # once, before capture
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                picked = x[idx]
-            g.replay()
-        """),
-        gpu_check="ok = torch.equal(picked, x[[0, 5, 9]])",
-    ),
-    Rule(
-        code="CG304",
-        name="pinned-alloc-in-region",
-        category="pinned-memory",
-        message="`{what}` allocates and fills pinned host memory during capture; replays reuse the captured buffer",
-        compile_message="`{what}` allocates pinned host memory inside the compiled region",
-        fix="Allocate the pinned buffer once, before capture; fill it on the host and `copy_()` it to a static GPU tensor before each replay.",
-        what="Checks for `.pin_memory()` and `pin_memory=True` allocations inside a captured region.",
-        why="Pinning is host work: it runs once, at capture. Replays copy from the buffer that was "
-        "pinned then, holding the values of that moment, so new host data never reaches the graph. "
-        "The pinned allocator also records and queries events, which can interfere with a capture "
-        "in progress.",
-        example=code("""
-            import torch
-
-            host = torch.ones(64)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                y = host.pin_memory().to("cuda", non_blocking=True) * 2
-            host.fill_(3.0)
-            g.replay()
-        """),
-        use_instead=code("""
-            import torch
-
-            host = torch.ones(64).pin_memory()  # pinned once, before capture
-            dev = torch.empty(64, device="cuda")
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                y = dev * 2
-            host.fill_(3.0)
-            dev.copy_(host, non_blocking=True)
-            g.replay()
-        """),
-        gpu_check="torch.cuda.synchronize()\nok = torch.equal(y, host.cuda() * 2)",
-    ),
-    Rule(
-        code="CG305",
-        name="empty-cache-in-region",
-        category="host-code",
-        message="`torch.cuda.empty_cache()` is allocator work on the host; it does nothing on replay",
-        fix="Call `torch.cuda.empty_cache()` outside the region, if at all.",
-        manual="warning",
-        compile="warning",
-        what="Checks for `torch.cuda.empty_cache()` inside a captured region.",
-        why="Releasing cached blocks is a host-side allocator call. It cannot be recorded in a graph, "
-        "so inside a region it runs once at capture and never again, and it only makes capture slower.",
-        example=code("""
-            import torch
-
-            x = torch.randn(64, device="cuda")
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                y = x * 2
-                torch.cuda.empty_cache()
-        """),
-        use_instead=code("""
-            import torch
-
-            x = torch.randn(64, device="cuda")
-            torch.cuda.empty_cache()  # before capture, if needed
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                y = x * 2
-            g.replay()
-        """),
-        gpu_skip="host-side allocator call: nothing fails and nothing on the GPU differs on replay",
-    ),
-]
-
-_TENSOR_FROM_DATA = ("torch.tensor", "torch.as_tensor", "torch.asarray")
-_PIN_FACTORIES = ("torch.empty", "torch.zeros", "torch.ones", "torch.full", "torch.tensor", "torch.empty_like", "torch.zeros_like")
-
-
-def scan(f):
-    for c in f.calls:
-        node = c.node
-        q = c.qual
-        if q is not None:
-            if q in _TENSOR_FROM_DATA:
-                device = c.kwarg("device")
-                data = node.args[0] if node.args else None
-                if device is not None and _device_literal(device) not in ("cpu", "meta"):
-                    if data is None or not is_tensor(f.infer(data)):
-                        yield h("CG301", node, c.stmt, what=f"{q}(..., device={text_of(device)})")
-            elif q in _PIN_FACTORIES and is_true(c.kwarg("pin_memory")):
-                yield h("CG304", node, c.stmt, what=f"{q}(..., pin_memory=True)")
-            elif q == "torch.cuda.empty_cache":
-                yield h("CG305", node, c.stmt)
-            continue
-        m = c.meth
-        if m is None:
-            continue
-        if m == "pin_memory" and type(c.recv) is not tuple:
-            yield h("CG304", node, c.stmt, what=".pin_memory()")
-        elif m in ("cuda", "to") and _host_to_device(f, c):
-            yield h("CG302", node, c.stmt, what=f".{m}({_args_text(node)})")
-    for sub, stmt in f.subscripts:
-        index = sub.slice
-        if type(index) is ast.List or (type(index) is not ast.Slice and f.infer(index) is CPU):
-            value = f.infer(sub.value)
-            if is_tensor(value) and value is not CPU:
-                what = "a Python list" if type(index) is ast.List else "a CPU tensor"
-                yield h("CG303", sub, stmt, what=what)
+    Calls(methods=("cuda", "to")),
+)
+def pageable_host_to_device(c, f):
+    if _host_to_device(f, c):
+        yield found(c.node, c.stmt, what=f".{c.meth}({_args_text(c.node)})")
 
 
 def _host_to_device(f, c) -> bool:
@@ -257,3 +144,134 @@ def _args_text(node: ast.Call) -> str:
     parts = [text_of(a) for a in node.args] + [f"{k.arg}={text_of(k.value)}" for k in node.keywords if k.arg]
     text = ", ".join(parts)
     return text if len(text) <= 40 else "..."
+
+
+@RULES.rule(
+    Rule(
+        code="CG303",
+        name="host-index",
+        category="pinned-memory",
+        message="indexing a GPU tensor with {what} copies the index to the GPU; capture fails here",
+        compile_message="indexing a GPU tensor with {what}: the index copy is not captured",
+        fix="Build the index as a GPU tensor once, before capture, and index with it.",
+        what="Checks for indexing a GPU tensor with a Python list or a CPU tensor inside a captured region.",
+        why="Advanced indexing needs the index on the device, so a list or CPU index tensor is copied "
+        "to the GPU from pageable memory on every call. " + _COPY_NOTE,
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                picked = x[[0, 5, 9]]
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            idx = torch.tensor([0, 5, 9], device="cuda")  # once, before capture
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                picked = x[idx]
+            g.replay()
+        """),
+        gpu_check="ok = torch.equal(picked, x[[0, 5, 9]])",
+    ),
+    Each("subscripts"),
+)
+def host_index(item, f):
+    sub, stmt = item
+    index = sub.slice
+    if type(index) is ast.List or (type(index) is not ast.Slice and f.infer(index) is CPU):
+        value = f.infer(sub.value)
+        if is_tensor(value) and value is not CPU:
+            yield found(sub, stmt, what="a Python list" if type(index) is ast.List else "a CPU tensor")
+
+
+_PIN_FACTORIES = ("torch.empty", "torch.zeros", "torch.ones", "torch.full", "torch.tensor", "torch.empty_like", "torch.zeros_like")
+
+
+@RULES.rule(
+    Rule(
+        code="CG304",
+        name="pinned-alloc-in-region",
+        category="pinned-memory",
+        message="`{what}` allocates and fills pinned host memory during capture; replays reuse the captured buffer",
+        compile_message="`{what}` allocates pinned host memory inside the compiled region",
+        fix="Allocate the pinned buffer once, before capture; fill it on the host and `copy_()` it to a static GPU tensor before each replay.",
+        what="Checks for `.pin_memory()` and `pin_memory=True` allocations inside a captured region.",
+        why="Pinning is host work: it runs once, at capture. Replays copy from the buffer that was "
+        "pinned then, holding the values of that moment, so new host data never reaches the graph. "
+        "The pinned allocator also records and queries events, which can interfere with a capture "
+        "in progress.",
+        example=code("""
+            import torch
+
+            host = torch.ones(64)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = host.pin_memory().to("cuda", non_blocking=True) * 2
+            host.fill_(3.0)
+            g.replay()
+        """),
+        use_instead=code("""
+            import torch
+
+            host = torch.ones(64).pin_memory()  # pinned once, before capture
+            dev = torch.empty(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = dev * 2
+            host.fill_(3.0)
+            dev.copy_(host, non_blocking=True)
+            g.replay()
+        """),
+        gpu_check="torch.cuda.synchronize()\nok = torch.equal(y, host.cuda() * 2)",
+    ),
+    Calls(quals=_PIN_FACTORIES, methods=("pin_memory",)),
+)
+def pinned_alloc_in_region(c, f):
+    if c.qual is not None:
+        if is_true(c.kwarg("pin_memory")):
+            yield found(c.node, c.stmt, what=f"{c.qual}(..., pin_memory=True)")
+    elif type(c.recv) is not tuple:
+        yield found(c.node, c.stmt, what=".pin_memory()")
+
+
+@RULES.rule(
+    Rule(
+        code="CG305",
+        name="empty-cache-in-region",
+        category="host-code",
+        message="`torch.cuda.empty_cache()` is allocator work on the host; it does nothing on replay",
+        fix="Call `torch.cuda.empty_cache()` outside the region, if at all.",
+        manual="warning",
+        compile="warning",
+        what="Checks for `torch.cuda.empty_cache()` inside a captured region.",
+        why="Releasing cached blocks is a host-side allocator call. It cannot be recorded in a graph, "
+        "so inside a region it runs once at capture and never again, and it only makes capture slower.",
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * 2
+                torch.cuda.empty_cache()
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            torch.cuda.empty_cache()  # before capture, if needed
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * 2
+            g.replay()
+        """),
+        gpu_skip="host-side allocator call: nothing fails and nothing on the GPU differs on replay",
+    ),
+    Calls(quals=("torch.cuda.empty_cache",)),
+)
+def empty_cache_in_region(c, f):
+    yield found(c.node, c.stmt)

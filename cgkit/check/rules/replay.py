@@ -3,17 +3,59 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
-from cgkit.check.facts import RANDOM_FACTORIES, is_tensor
+from cgkit.check.facts import (
+    RANDOM_FACTORIES,
+    attr_kind,
+    class_attrs,
+    facts_of,
+    is_tensor,
+    module_facts,
+    mutable_globals,
+)
 from cgkit.check.model import Rule
-from cgkit.check.rules._base import code, h, is_false, rh, text_of
+from cgkit.check.rules._base import Body, Calls, Each, Family, Region, code, found, is_false, text_of
 
 _HOST_NOTE = (
     "A CUDA graph records GPU work only. Python code inside the region runs once, while the "
     "graph is being captured; `replay()` launches the recorded kernels and runs none of it."
 )
 
-RULES = [
+RULES = Family()
+
+_LOG_METHODS = frozenset("debug info warning warn error exception critical log".split())
+_LOGGER_NAMES = frozenset("logger log LOGGER LOG _logger _log".split())
+_HOST_CALLS = {
+    "builtins.print": "`print()`",
+    "builtins.open": "`open()`",
+    "builtins.input": "`input()`",
+    "torch.save": "`torch.save()`",
+    "torch.load": "`torch.load()`",
+    "time.time": "`time.time()`",
+    "time.time_ns": "`time.time_ns()`",
+    "time.perf_counter": "`time.perf_counter()`",
+    "time.perf_counter_ns": "`time.perf_counter_ns()`",
+    "time.monotonic": "`time.monotonic()`",
+    "time.monotonic_ns": "`time.monotonic_ns()`",
+    "time.process_time": "`time.process_time()`",
+    "time.sleep": "`time.sleep()`",
+    "datetime.datetime.now": "`datetime.now()`",
+    "json.dump": "`json.dump()`",
+    "json.load": "`json.load()`",
+    "pickle.dump": "`pickle.dump()`",
+    "pickle.load": "`pickle.load()`",
+    "numpy.save": "`numpy.save()`",
+    "numpy.load": "`numpy.load()`",
+    "sys.stdout.write": "`sys.stdout.write()`",
+    "sys.stderr.write": "`sys.stderr.write()`",
+    "wandb.log": "`wandb.log()`",
+}
+_LOGGING_CALLS = tuple(f"logging.{m}" for m in sorted(_LOG_METHODS))
+_WRITER_METHODS = frozenset("add_scalar add_scalars add_histogram add_image add_text".split())
+
+
+@RULES.rule(
     Rule(
         code="CG401",
         name="host-side-effect",
@@ -57,6 +99,29 @@ RULES = [
         """),
         gpu_skip="host-only behaviour: nothing fails and the GPU result is the same; the call just does not run on replay",
     ),
+    Calls(quals=(*_HOST_CALLS, *_LOGGING_CALLS), methods=(*_LOG_METHODS, "write", *_WRITER_METHODS)),
+    yields_to=("CG106",),  # print(tensor): CG106 says more than "host code"
+)
+def host_side_effect(c, f):
+    node, q = c.node, c.qual
+    if q is not None:
+        yield found(node, c.stmt, what=_HOST_CALLS.get(q) or f"`{q}()`")
+        return
+    m, recv, value = c.meth, c.recv, node.func.value
+    if m in _LOG_METHODS:
+        if (type(recv) is tuple and recv[0] == "logger") or (type(value) is ast.Name and value.id in _LOGGER_NAMES):
+            yield found(node, c.stmt, what=f"`{text_of(value)}.{m}()`")
+    elif m == "write":
+        if type(recv) is tuple and recv[0] == "file":
+            yield found(node, c.stmt, what=f"`{text_of(value)}.write()`")
+    elif not is_tensor(recv):
+        yield found(node, c.stmt, what=f"`{text_of(value)}.{m}()`")
+
+
+_MUTATORS = frozenset("append extend insert add update setdefault appendleft put".split())
+
+
+@RULES.rule(
     Rule(
         code="CG402",
         name="host-state-update",
@@ -116,6 +181,88 @@ RULES = [
         """),
         gpu_check="torch.cuda.synchronize()\nok = int(m.calls) == 4  # warm-up + 3 replays",
     ),
+    Calls(methods=tuple(_MUTATORS)),
+)
+def host_container_update(c, f):
+    value = c.node.func.value
+    if _persistent_container(f, value):
+        yield found(c.node, c.stmt, what=f"`{text_of(value)}.{c.meth}()`")
+
+
+def _persistent_container(f, value) -> bool:
+    """``self.history`` or a module-level list: state that outlives one call of the function."""
+    t = type(value)
+    if t is ast.Attribute:
+        base = value.value
+        if type(base) is ast.Name and base.id == f.self_name and f.cls is not None:
+            kind = attr_kind(f.cls, value.attr, f.project)
+            return not is_tensor(kind) and type(kind) is not tuple
+        return False
+    if t is ast.Name:
+        name = value.id
+        if type(f.fref.node) is ast.Module or name in f.params:
+            return False
+        if any(s.name == name for s in f.stores):
+            return False
+        mod = module_facts(f.project, f.module)
+        return mod is not None and any(s.name == name for s in mod.stores)
+    return False
+
+
+@RULES.also("CG402", Each("self_stores"))
+def host_attribute_update(item, f):
+    """``self.count += 1`` and ``self.total = self.total + 1`` on a Python number."""
+    attr, stmt, value = item
+    kind = attr_kind(f.cls, attr, f.project) if f.cls is not None else None
+    if type(stmt) is ast.AugAssign:
+        if type(stmt.value) is ast.Constant and isinstance(stmt.value.value, (int, float)) and not is_tensor(kind):
+            yield found(stmt, stmt, what=f"`self.{attr} {_op(stmt.op)}= ...`")
+    elif value is not None and _reads_self_attr(value, f.self_name, attr):
+        if not (is_tensor(kind) or is_tensor(f.infer(value))) and type(value) is ast.BinOp and _is_number(value.right):
+            yield found(stmt, stmt, what=f"`self.{attr} = self.{attr} ...`")
+
+
+@RULES.also("CG402", Body())
+def global_update(f):
+    if type(f.fref.node) is not ast.Module and f.global_names:
+        for store in f.stores:
+            if store.aug and store.name in f.global_names:
+                yield found(store.node, store.node, what=f"global `{store.name}` update")
+
+
+@RULES.also("CG402", Region())
+def host_update_in_capture(region, ctx):
+    """Host containers and counters that live outside the region, updated inside it."""
+    around = _around(region, ctx)
+    if around is None:
+        return
+    sf, start, end = around.facts, around.start, around.end
+    for c in sf.calls:
+        if start <= c.node.lineno <= end and c.meth in _MUTATORS:
+            value = c.node.func.value
+            kind = sf.kinds.get(value.id) if type(value) is ast.Name else None
+            if type(value) is ast.Name and value.id not in around.stores and not is_tensor(kind) and type(kind) is not tuple:
+                if any(s.name == value.id for s in sf.stores):
+                    yield found(c.node, what=f"`{value.id}.{c.meth}()`")
+    for s in sf.stores:
+        if s.aug and start <= s.node.lineno <= end and s.name in around.reads and not is_tensor(
+                _kind_before(sf, s.name, around.rs)):
+            yield found(s.node, what=f"`{s.name} {_op(s.node.op)}= ...`")
+
+
+_RNG_STATE = frozenset(
+    """torch.manual_seed torch.seed torch.get_rng_state torch.set_rng_state torch.cuda.manual_seed
+    torch.cuda.manual_seed_all torch.cuda.seed torch.cuda.seed_all torch.cuda.get_rng_state
+    torch.cuda.set_rng_state torch.cuda.get_rng_state_all torch.cuda.set_rng_state_all
+    torch.random.manual_seed torch.random.seed torch.random.get_rng_state torch.random.set_rng_state
+    torch.random.fork_rng torch.cuda.random.manual_seed torch.cuda.random.get_rng_state
+    torch.cuda.random.set_rng_state numpy.random.seed random.seed""".split()
+)
+_HOST_SEEDS = ("numpy.random.seed", "random.seed")
+_TORCH_RANDOM = tuple(f"torch.{name}" for name in sorted(RANDOM_FACTORIES))
+
+
+@RULES.rule(
     Rule(
         code="CG403",
         name="host-rng",
@@ -154,6 +301,21 @@ RULES = [
         """),
         gpu_check="torch.cuda.synchronize()\nok = not torch.equal(first, y)",
     ),
+    Calls(qualified=True),
+)
+def host_rng(c, f):
+    q = c.qual
+    if q in _HOST_SEEDS or (q not in _RNG_STATE and q.startswith(("random.", "numpy.random.")) and q.count(".") <= 2):
+        yield found(c.node, c.stmt, what=q)
+    elif q in _TORCH_RANDOM and q[6:] in ("rand", "randn", "randint", "randperm"):
+        if c.kwarg("device") is None and c.kwarg("generator") is None:
+            yield found(c.node, c.stmt, what=f"{q}() without device=")
+
+
+_SCALAR_ANNOTATIONS = ("int", "float", "bool")
+
+
+@RULES.rule(
     Rule(
         code="CG404",
         name="python-scalar",
@@ -193,6 +355,56 @@ RULES = [
         """),
         gpu_check="torch.cuda.synchronize()\nok = torch.equal(y, x * 3.0)",
     ),
+    Body(),
+)
+def python_scalar(f):
+    """Python numbers the function reads that change elsewhere: an attribute set outside, a module
+    global rebound, a number-typed parameter of the captured function."""
+    project = f.project
+    if f.cls is not None and f.self_loads:
+        updates = {}
+        for cls in f.cls.mro(project):
+            for attr, line in class_attrs(cls, project).scalar_updates.items():
+                updates.setdefault(attr, (line, cls))
+        if updates:
+            seen = set()
+            for node in f.self_loads:
+                attr = node.attr
+                if attr in updates and attr not in seen:
+                    seen.add(attr)
+                    line, cls = updates[attr]
+                    yield found(node, what=f"self.{attr}", detail=f" (it is set at L{line} in {cls.name})")
+    if type(f.fref.node) is not ast.Module:
+        mutable = mutable_globals(f.module, project)
+        if mutable:
+            local = {s.name for s in f.stores} | set(f.params)
+            seen = set()
+            for node in f.loads:
+                name = node.id
+                if name in mutable and name not in local and name not in seen and name not in f.global_names:
+                    seen.add(name)
+                    yield found(node, what=name, detail=f" (it is rebound at L{mutable[name]})")
+        for name, arg in f.param_nodes.items():
+            ann = arg.annotation
+            if type(ann) is ast.Name and ann.id in _SCALAR_ANNOTATIONS:
+                yield found(arg, root_only=True, what=name, detail=" (a Python-number parameter of the captured function)")
+
+
+@RULES.also("CG404", Region())
+def scalar_rebound_after_capture(region, ctx):
+    around = _around(region, ctx)
+    if around is None:
+        return
+    reported = set()
+    for s in around.facts.stores:
+        if s.name in reported or not around.rebound_later(s):
+            continue
+        if _kind_before(around.facts, s.name, around.rs) is None and _is_scalar_value(around.facts, s):
+            reported.add(s.name)
+            yield found(around.reads[s.name], what=s.name, detail=f" (it is rebound at L{s.node.lineno})")
+
+
+@RULES.rule(
     Rule(
         code="CG405",
         name="rebound-static-input",
@@ -227,6 +439,29 @@ RULES = [
         """),
         gpu_check="torch.cuda.synchronize()\nok = torch.equal(y, static_x * 2)",
     ),
+    Region(),
+)
+def rebound_static_input(region, ctx):
+    around = _around(region, ctx)
+    if around is None:
+        return
+    sf, rs = around.facts, around.rs
+    reported = set()
+    for s in sf.stores:
+        if s.name in reported or not around.rebound_later(s) or not is_tensor(_kind_before(sf, s.name, rs)):
+            continue
+        if s.aug:
+            continue  # x += y on a tensor updates it in place
+        reported.add(s.name)
+        yield found(s.node, what=s.name, line=region.line, how="rebound")
+    for name, stmt in sf.dels:
+        if name in around.reads and around.later(stmt.lineno) and is_tensor(_kind_before(sf, name, rs)) \
+                and name not in reported:
+            reported.add(name)
+            yield found(stmt, what=name, line=region.line, how="deleted")
+
+
+@RULES.rule(
     Rule(
         code="CG406",
         name="state-rebound-in-region",
@@ -282,6 +517,18 @@ RULES = [
         """),
         gpu_check="torch.cuda.synchronize()\nok = torch.equal(out, torch.full((4,), 4.0, device='cuda'))  # warm-up + 3 replays",
     ),
+    Each("self_stores"),
+)
+def state_rebound_in_region(item, f):
+    attr, stmt, value = item
+    if type(stmt) is ast.AugAssign or value is None or not _reads_self_attr(value, f.self_name, attr):
+        return
+    kind = attr_kind(f.cls, attr, f.project) if f.cls is not None else None
+    if is_tensor(kind) or is_tensor(f.infer(value)):
+        yield found(stmt, stmt, what=attr)
+
+
+@RULES.rule(
     Rule(
         code="CG407",
         name="output-kept-without-clone",
@@ -324,6 +571,18 @@ RULES = [
         """),
         gpu_check="torch.cuda.synchronize()\nok = [float(o[0]) for o in outputs] == [1.0, 2.0, 3.0]",
     ),
+    Region(),
+)
+def output_kept_without_clone(region, ctx):
+    around = _around(region, ctx)
+    if around is None:
+        return
+    for name, stmt in around.facts.escapes:
+        if name in around.stores and around.later(stmt.lineno) and not (around.rs <= stmt.lineno <= around.re):
+            yield found(stmt, what=name)
+
+
+@RULES.rule(
     Rule(
         code="CG408",
         name="rng-state-in-region",
@@ -357,6 +616,17 @@ RULES = [
             g.replay()
         """),
     ),
+    Calls(quals=tuple(_RNG_STATE), methods=("manual_seed", "get_state", "set_state", "seed")),
+)
+def rng_state_in_region(c, f):
+    if c.qual is not None:
+        if c.qual not in _HOST_SEEDS:
+            yield found(c.node, c.stmt, what=c.qual)
+    elif type(c.recv) is tuple and c.recv[0] == "generator":
+        yield found(c.node, c.stmt, what=f"{text_of(c.node.func.value)}.{c.meth}()")
+
+
+@RULES.rule(
     Rule(
         code="CG409",
         name="unregistered-generator",
@@ -389,6 +659,21 @@ RULES = [
             g.replay()
         """),
     ),
+    Calls(every=True),
+)
+def unregistered_generator(c, f):
+    if c.qual is None and c.meth is None:
+        return
+    gen = c.kwarg("generator")
+    if gen is not None and not (type(gen) is ast.Constant and gen.value is None):
+        if "register_generator_state" not in f.module.text:
+            yield found(c.node, c.stmt, what=text_of(gen))
+
+
+_CHECKPOINT = ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential")
+
+
+@RULES.rule(
     Rule(
         code="CG410",
         name="checkpoint-preserves-rng",
@@ -446,186 +731,14 @@ RULES = [
             g.replay()
         """),
     ),
-]
-
-_LOG_METHODS = frozenset("debug info warning warn error exception critical log".split())
-_LOGGER_NAMES = frozenset("logger log LOGGER LOG _logger _log".split())
-_HOST_CALLS = {
-    "builtins.print": "`print()`",
-    "builtins.open": "`open()`",
-    "builtins.input": "`input()`",
-    "torch.save": "`torch.save()`",
-    "torch.load": "`torch.load()`",
-    "time.time": "`time.time()`",
-    "time.time_ns": "`time.time_ns()`",
-    "time.perf_counter": "`time.perf_counter()`",
-    "time.perf_counter_ns": "`time.perf_counter_ns()`",
-    "time.monotonic": "`time.monotonic()`",
-    "time.monotonic_ns": "`time.monotonic_ns()`",
-    "time.process_time": "`time.process_time()`",
-    "time.sleep": "`time.sleep()`",
-    "datetime.datetime.now": "`datetime.now()`",
-    "json.dump": "`json.dump()`",
-    "json.load": "`json.load()`",
-    "pickle.dump": "`pickle.dump()`",
-    "pickle.load": "`pickle.load()`",
-    "numpy.save": "`numpy.save()`",
-    "numpy.load": "`numpy.load()`",
-    "sys.stdout.write": "`sys.stdout.write()`",
-    "sys.stderr.write": "`sys.stderr.write()`",
-    "wandb.log": "`wandb.log()`",
-}
-_WRITER_METHODS = frozenset("add_scalar add_scalars add_histogram add_image add_text".split())
-_MUTATORS = frozenset("append extend insert add update setdefault appendleft put".split())
-_RNG_STATE = frozenset(
-    """torch.manual_seed torch.seed torch.get_rng_state torch.set_rng_state torch.cuda.manual_seed
-    torch.cuda.manual_seed_all torch.cuda.seed torch.cuda.seed_all torch.cuda.get_rng_state
-    torch.cuda.set_rng_state torch.cuda.get_rng_state_all torch.cuda.set_rng_state_all
-    torch.random.manual_seed torch.random.seed torch.random.get_rng_state torch.random.set_rng_state
-    torch.random.fork_rng torch.cuda.random.manual_seed torch.cuda.random.get_rng_state
-    torch.cuda.random.set_rng_state numpy.random.seed random.seed""".split()
+    Calls(quals=_CHECKPOINT),
 )
-_CHECKPOINT = ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential")
-_SCALAR_ANNOTATIONS = ("int", "float", "bool")
+def checkpoint_preserves_rng(c, f):
+    if not is_false(c.kwarg("preserve_rng_state")):
+        yield found(c.node, c.stmt)
 
 
-def scan(f):
-    yield from _scan_calls(f)
-    yield from _scan_state(f)
-    yield from _scan_scalars(f)
-
-
-def _scan_calls(f):
-    register_seen = None
-    for c in f.calls:
-        q = c.qual
-        node = c.node
-        if q is not None:
-            if q in _HOST_CALLS:
-                if q == "builtins.print" and any(is_tensor(f.infer(a)) for a in node.args):
-                    continue  # CG106 reports it
-                yield h("CG401", node, c.stmt, what=_HOST_CALLS[q])
-            elif q.startswith("logging.") and q.count(".") == 1 and q[8:] in _LOG_METHODS:
-                yield h("CG401", node, c.stmt, what=f"`{q}()`")
-            elif q in _RNG_STATE:
-                if q in ("numpy.random.seed", "random.seed"):
-                    yield h("CG403", node, c.stmt, what=q)
-                else:
-                    yield h("CG408", node, c.stmt, what=q)
-            elif q.startswith(("random.", "numpy.random.")) and q.count(".") <= 2:
-                yield h("CG403", node, c.stmt, what=q)
-            elif q.startswith("torch.") and q.count(".") == 1 and q[6:] in RANDOM_FACTORIES:
-                if c.kwarg("device") is None and c.kwarg("generator") is None and q[6:] in ("rand", "randn", "randint", "randperm"):
-                    yield h("CG403", node, c.stmt, what=f"{q}() without device=")
-            elif q in _CHECKPOINT:
-                if not is_false(c.kwarg("preserve_rng_state")):
-                    yield h("CG410", node, c.stmt)
-            gen = c.kwarg("generator")
-            if gen is not None and not (type(gen) is ast.Constant and gen.value is None):
-                if register_seen is None:
-                    register_seen = "register_generator_state" in f.module.text
-                if not register_seen:
-                    yield h("CG409", node, c.stmt, what=text_of(gen))
-            continue
-        m = c.meth
-        if m is None:
-            continue
-        recv = c.recv
-        value = node.func.value
-        if m in _LOG_METHODS and (
-            (type(recv) is tuple and recv[0] == "logger") or (type(value) is ast.Name and value.id in _LOGGER_NAMES)
-        ):
-            yield h("CG401", node, c.stmt, what=f"`{text_of(value)}.{m}()`")
-        elif m == "write" and type(recv) is tuple and recv[0] == "file":
-            yield h("CG401", node, c.stmt, what=f"`{text_of(value)}.write()`")
-        elif m in _WRITER_METHODS and not is_tensor(recv):
-            yield h("CG401", node, c.stmt, what=f"`{text_of(value)}.{m}()`")
-        elif m in ("manual_seed", "get_state", "set_state", "seed") and type(recv) is tuple and recv[0] == "generator":
-            yield h("CG408", node, c.stmt, what=f"{text_of(value)}.{m}()")
-        elif m in _MUTATORS and _persistent_container(f, value):
-            yield h("CG402", node, c.stmt, what=f"`{text_of(value)}.{m}()`")
-        if m is not None:
-            gen = c.kwarg("generator")
-            if gen is not None and not (type(gen) is ast.Constant and gen.value is None):
-                if register_seen is None:
-                    register_seen = "register_generator_state" in f.module.text
-                if not register_seen:
-                    yield h("CG409", node, c.stmt, what=text_of(gen))
-
-
-def _persistent_container(f, value) -> bool:
-    """``self.history`` or a module-level list: state that outlives one call of the function."""
-    t = type(value)
-    if t is ast.Attribute:
-        base = value.value
-        if type(base) is ast.Name and base.id == f.self_name and f.cls is not None:
-            kind = f.cls.attr_kind(value.attr, f.project)
-            return not is_tensor(kind) and type(kind) is not tuple
-        return False
-    if t is ast.Name:
-        name = value.id
-        if type(f.fref.node) is ast.Module or name in f.params:
-            return False
-        if any(s.name == name for s in f.stores):
-            return False
-        mod = f.project.module_facts(f.module)
-        return mod is not None and any(s.name == name for s in mod.stores)
-    return False
-
-
-def _scan_state(f):
-    is_module = type(f.fref.node) is ast.Module
-    for attr, stmt, value in f.self_stores:
-        t = type(stmt)
-        if t is ast.AugAssign:
-            if type(stmt.value) is ast.Constant and isinstance(stmt.value.value, (int, float)):
-                kind = f.cls.attr_kind(attr, f.project) if f.cls is not None else None
-                if not is_tensor(kind):
-                    yield h("CG402", stmt, stmt, what=f"`self.{attr} {_op(stmt.op)}= ...`")
-        elif value is not None and _reads_self_attr(value, f.self_name, attr):
-            kind = f.cls.attr_kind(attr, f.project) if f.cls is not None else None
-            value_kind = f.infer(value)
-            if is_tensor(kind) or is_tensor(value_kind):
-                yield h("CG406", stmt, stmt, what=attr)
-            elif type(value) is ast.BinOp and _is_number(value.right):
-                yield h("CG402", stmt, stmt, what=f"`self.{attr} = self.{attr} ...`")
-    if not is_module and f.global_names:
-        for store in f.stores:
-            if store.aug and store.name in f.global_names:
-                yield h("CG402", store.node, store.node, what=f"global `{store.name}` update")
-
-
-def _scan_scalars(f):
-    project = f.project
-    if f.cls is not None and f.self_loads:
-        updates = {}
-        for cls in f.cls.mro(project):
-            for attr, line in cls.attrs(project).scalar_updates.items():
-                updates.setdefault(attr, (line, cls))
-        if updates:
-            seen = set()
-            for node in f.self_loads:
-                attr = node.attr
-                if attr in updates and attr not in seen:
-                    seen.add(attr)
-                    line, cls = updates[attr]
-                    yield h("CG404", node, None, what=f"self.{attr}", detail=f" (it is set at L{line} in {cls.name})")
-    if type(f.fref.node) is not ast.Module:
-        mutable = f.module.mutable_globals(project)
-        if mutable:
-            local = {s.name for s in f.stores} | set(f.params)
-            seen = set()
-            for node in f.loads:
-                name = node.id
-                if name in mutable and name not in local and name not in seen and name not in f.global_names:
-                    seen.add(name)
-                    yield h("CG404", node, None, what=name, detail=f" (it is rebound at L{mutable[name]})")
-        for name, arg in f.param_nodes.items():
-            ann = arg.annotation
-            if type(ann) is ast.Name and ann.id in _SCALAR_ANNOTATIONS:
-                yield h("CG404", arg, None, root_only=True, what=name, detail=" (a Python-number parameter of the captured function)")
-
-
+# -- helpers -----------------------------------------------------------------------------------------
 def _reads_self_attr(value, self_name, attr) -> bool:
     for node in ast.walk(value):
         if type(node) is ast.Attribute and node.attr == attr and type(node.value) is ast.Name and node.value.id == self_name:
@@ -641,65 +754,49 @@ def _op(op) -> str:
     return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(op), "?")
 
 
-# -- around a manual capture --------------------------------------------------------------------
-def scan_region(region, ctx):
-    """Inputs rebound after capture, outputs kept across replays, scalars changed after capture."""
+@dataclass
+class _Around:
+    """What the region rules read of the code around a manual capture (computed once per region)."""
+
+    facts: object  # the facts of the function that holds the capture
+    start: int  # the capture's span
+    end: int
+    rs: int  # the capture statement's lines
+    re: int
+    loops: list  # (first, last) lines of the loops around it
+    stores: dict  # names stored inside the span -> first store
+    reads: dict  # names read inside the span before any store there -> first read
+
+    def later(self, line: int) -> bool:
+        """Runs after the capture: below it, or anywhere in a loop around it."""
+        return line > self.re or any(lo <= line <= hi for lo, hi in self.loops)
+
+    def rebound_later(self, store) -> bool:
+        line = store.node.lineno
+        return store.name in self.reads and not (self.rs <= line <= self.re) and self.later(line)
+
+
+def _around(region, ctx) -> _Around | None:
     if region.span is None or region.scope is None:
-        return
-    sf = ctx.project.facts(region.scope)
+        return None
+    return ctx.memo(("around", id(region)), lambda: _compute_around(region, ctx))
+
+
+def _compute_around(region, ctx) -> _Around:
+    sf = facts_of(ctx.project, region.scope)
     start, end = region.span
-    rs, re_ = region.stmt.lineno, region.stmt.end_lineno
     loops = [(a.lineno, a.end_lineno) for a in region.ancestors if type(a) in (ast.For, ast.While, ast.AsyncFor)]
-
-    def later(line: int) -> bool:
-        return line > re_ or any(lo <= line <= hi for lo, hi in loops)
-
-    in_span_stores = {}
+    stores = {}
     for s in sf.stores:
         if start <= s.node.lineno <= end:
-            in_span_stores.setdefault(s.name, s)
+            stores.setdefault(s.name, s)
     reads: dict[str, ast.Name] = {}
     for n in sf.loads:
         if start <= n.lineno <= end and n.id not in reads:
-            store = in_span_stores.get(n.id)
+            store = stores.get(n.id)
             if store is None or store.node.lineno > n.lineno:
                 reads[n.id] = n
-    module = region.module
-    reported = set()
-    for s in sf.stores:
-        line = s.node.lineno
-        if s.name not in reads or rs <= line <= re_ or not later(line) or s.name in reported:
-            continue
-        before = _kind_before(sf, s.name, rs)
-        if is_tensor(before):
-            if s.aug:
-                continue  # x += y on a tensor updates it in place
-            reported.add(s.name)
-            yield rh("CG405", module, s.node, what=s.name, line=region.line, how="rebound")
-        elif before is None and _is_scalar_value(sf, s):
-            reported.add(s.name)
-            read = reads[s.name]
-            yield rh("CG404", module, read, what=s.name, detail=f" (it is rebound at L{line})")
-    for name, stmt in sf.dels:
-        if name in reads and later(stmt.lineno) and is_tensor(_kind_before(sf, name, rs)) and name not in reported:
-            reported.add(name)
-            yield rh("CG405", module, stmt, what=name, line=region.line, how="deleted")
-    outputs = set(in_span_stores)
-    for name, stmt in sf.escapes:
-        if name in outputs and later(stmt.lineno) and not (rs <= stmt.lineno <= re_):
-            yield rh("CG407", module, stmt, what=name)
-    # Host containers and counters that live outside the region, updated inside it.
-    for c in sf.calls:
-        line = c.node.lineno
-        if start <= line <= end and c.meth in _MUTATORS:
-            value = c.node.func.value
-            kind = sf.kinds.get(value.id) if type(value) is ast.Name else None
-            if type(value) is ast.Name and value.id not in in_span_stores and not is_tensor(kind) and type(kind) is not tuple:
-                if any(s.name == value.id for s in sf.stores):
-                    yield rh("CG402", module, c.node, what=f"`{value.id}.{c.meth}()`")
-    for s in sf.stores:
-        if s.aug and start <= s.node.lineno <= end and s.name in reads and not is_tensor(_kind_before(sf, s.name, rs)):
-            yield rh("CG402", module, s.node, what=f"`{s.name} {_op(s.node.op)}= ...`")
+    return _Around(sf, start, end, region.stmt.lineno, region.stmt.end_lineno, loops, stores, reads)
 
 
 def _kind_before(sf, name: str, line: int):

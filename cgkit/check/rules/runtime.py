@@ -2,17 +2,19 @@
 
 They come from calling the step more than once: Dynamo's own graph breaks and recompilations under
 ``torch.compile``, and a step whose operators or shapes differ between two calls with inputs of the
-same shapes (a graph replays the call it captured).
+same shapes (a graph replays the call it captured). No matcher runs for them in ``cgkit check``.
 """
 
 from __future__ import annotations
 
 from cgkit.check.model import Rule
-from cgkit.check.rules._base import code
+from cgkit.check.rules._base import Family, code
 
 _RUN_ONLY = "a run-time observation: `cgkit trace` reports it, `cgkit check` cannot see it"
 
-RULES = [
+RULES = Family()
+
+RULES.record(
     Rule(
         code="CG701",
         name="compile-graph-break",
@@ -64,7 +66,10 @@ RULES = [
         gpu_skip=_RUN_ONLY,
         trace="compile-step",
         static=False,
-    ),
+    )
+)
+
+RULES.record(
     Rule(
         code="CG702",
         name="compile-recompile",
@@ -128,7 +133,10 @@ RULES = [
         gpu_skip=_RUN_ONLY,
         trace="compile-step",
         static=False,
-    ),
+    )
+)
+
+RULES.record(
     Rule(
         code="CG703",
         name="step-diverges",
@@ -200,5 +208,5 @@ RULES = [
         compile="warning",
         gpu_check="torch.cuda.synchronize()\nok = torch.equal(y, model(x))",
         static=False,
-    ),
-]
+    )
+)

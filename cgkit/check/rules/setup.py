@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from cgkit.check.facts import is_callable_module
+from cgkit.check.facts import class_attrs, facts_of, is_callable_module, module_facts
 from cgkit.check.model import Rule
-from cgkit.check.rules._base import code, h, is_false, is_true, rh, text_of
+from cgkit.check.project import FuncRef
+from cgkit.check.rules._base import Calls, Family, Region, code, found, is_false, is_true, text_of
 
 # torch.optim classes with a `capturable` flag whose step() refuses capture when it is False
 # (they call Optimizer._accelerator_graph_capture_health_check).
@@ -17,8 +18,17 @@ _HOOK_METHODS = frozenset(
 )
 _AUTOCAST = ("torch.autocast", "torch.cpu.amp.autocast")
 _DDP = "torch.nn.parallel.DistributedDataParallel"
+_CAPTURES = ("torch.cuda.graph", "capture_begin")  # manual captures of a block of code
+_GRAPHED_CALLABLES = ("make_graphed_callables", "te.make_graphed_callables")
 
-RULES = [
+RULES = Family()
+
+
+def _manual(region) -> bool:
+    return region.klass == "manual" and region.scope is not None
+
+
+@RULES.rule(
     Rule(
         code="CG501",
         name="autocast-cache-enabled",
@@ -52,6 +62,25 @@ RULES = [
                 y = graphed(x)
         """),
     ),
+    Region(),
+)
+def autocast_cache_enabled(region, ctx):
+    """A caching autocast around the capture or the make_graphed_callables call."""
+    if not _manual(region) or region.kind == "declared":
+        return
+    sf = facts_of(ctx.project, region.scope)
+    what = "`make_graphed_callables`" if "make_graphed_callables" in region.kind else "a CUDA graph capture"
+    for anc in region.ancestors:
+        if type(anc) in (ast.With, ast.AsyncWith):
+            for item in anc.items:
+                expr = item.context_expr
+                if type(expr) is ast.Call and sf.qual(expr.func) in _AUTOCAST:
+                    flag = next((kw.value for kw in expr.keywords if kw.arg == "cache_enabled"), None)
+                    if not is_false(flag):
+                        yield found(expr, what=what)
+
+
+@RULES.rule(
     Rule(
         code="CG502",
         name="optimizer-not-capturable",
@@ -107,6 +136,26 @@ RULES = [
             g.replay()
         """),
     ),
+    Calls(methods=("step",)),
+)
+def optimizer_not_capturable(c, f):
+    if type(c.recv) is tuple and c.recv[0] == "optim":
+        qual, ctor = c.recv[1], c.recv[2]
+        cls = qual.rsplit(".", 1)[-1]
+        if cls in CAPTURABLE_OPTIMIZERS and not _capturable(ctor):
+            yield found(c.node, c.stmt, what=f"{text_of(c.node.func.value)}.step()", line=ctor.lineno, cls=cls)
+
+
+def _capturable(ctor: ast.Call) -> bool:
+    for kw in ctor.keywords:
+        if kw.arg == "capturable":
+            return is_true(kw.value)
+        if kw.arg is None:
+            return True  # **kwargs: cannot tell
+    return False
+
+
+@RULES.rule(
     Rule(
         code="CG503",
         name="hooks-before-graphing",
@@ -136,6 +185,39 @@ RULES = [
             y = graphed(x)
         """),
     ),
+    Region(),
+)
+def hooks_before_graphing(region, ctx):
+    if not _manual(region) or region.kind not in _GRAPHED_CALLABLES:
+        return
+    sf = facts_of(ctx.project, region.scope)
+    rs = region.stmt.lineno
+    names = {text_of(t) for t in region.targets}
+    for c in sf.calls:
+        if c.meth in _HOOK_METHODS and c.node.lineno < rs and text_of(c.node.func.value) in names:
+            yield found(c.node, what=f"{text_of(c.node.func.value)}.{c.meth}()")
+    for root in region.roots:
+        if root.cls is not None:
+            for call in class_attrs(root.cls, ctx.project).hooks:
+                yield found(call, module=root.cls.module, what=f"self.{call.func.attr}()")
+
+
+def _ddp_constructions(region, ctx) -> list:
+    """(facts, call) of every DistributedDataParallel(...) in a file that captures, once per file."""
+    module = region.module
+    if not _manual(region) or region.kind not in _CAPTURES or "DistributedDataParallel" not in module.text:
+        return []
+
+    def compute():
+        project = ctx.project
+        facts_list = [module_facts(project, module)]
+        facts_list += [facts_of(project, FuncRef(module, node, None, name)) for name, node in module.defs.items()]
+        return [(f, c) for f in facts_list for c in f.calls if c.qual == _DDP]
+
+    return ctx.memo(("ddp", id(module)), compute)
+
+
+@RULES.rule(
     Rule(
         code="CG504",
         name="ddp-default-stream",
@@ -182,6 +264,19 @@ RULES = [
         """),
         gpu_skip="needs an initialized NCCL process group (torchrun); the single-process harness does not start one",
     ),
+    Region(),
+)
+def ddp_default_stream(region, ctx):
+    constructions = _ddp_constructions(region, ctx)
+    if not constructions or not ctx.once(("CG504", id(region.module))):
+        return
+    for f, c in constructions:
+        line = c.node.lineno
+        if not any(w.lineno <= line <= w.end_lineno for w, _ in f.stream_withs):
+            yield found(c.node)
+
+
+@RULES.rule(
     Rule(
         code="CG505",
         name="ddp-short-warmup",
@@ -231,6 +326,23 @@ RULES = [
         """),
         gpu_skip="needs an initialized NCCL process group (torchrun); the single-process harness does not start one",
     ),
+    Region(),
+)
+def ddp_short_warmup(region, ctx):
+    if not _ddp_constructions(region, ctx) or not ctx.once(("CG505", id(region.module))):
+        return
+    sf = facts_of(ctx.project, region.scope)
+    rs = region.stmt.lineno
+    for loop in sf.loops:
+        if loop.end_lineno < rs and type(loop) is ast.For:
+            it = loop.iter
+            if type(it) is ast.Call and type(it.func) is ast.Name and it.func.id == "range" and len(it.args) == 1:
+                n = it.args[0]
+                if type(n) is ast.Constant and isinstance(n.value, int) and n.value < 11:
+                    yield found(loop, what=str(n.value))
+
+
+@RULES.rule(
     Rule(
         code="CG506",
         name="ddp-async-error-handling",
@@ -282,6 +394,17 @@ RULES = [
         """),
         gpu_skip="needs an initialized NCCL process group (torchrun); the single-process harness does not start one",
     ),
+    Region(),
+)
+def ddp_async_error_handling(region, ctx):
+    constructions = _ddp_constructions(region, ctx)
+    if not constructions or "ASYNC_ERROR_HANDLING" in region.module.text or not ctx.once(("CG506", id(region.module))):
+        return
+    for _f, c in constructions:
+        yield found(c.node)
+
+
+@RULES.rule(
     Rule(
         code="CG507",
         name="compiled-fn-not-warmed-up",
@@ -320,6 +443,26 @@ RULES = [
             g.replay()
         """),
     ),
+    Region(),
+)
+def compiled_fn_not_warmed_up(region, ctx):
+    """A compiled function called in the capture, never before it."""
+    if not _manual(region) or region.kind not in _CAPTURES:
+        return
+    sf = facts_of(ctx.project, region.scope)
+    start, end = region.span
+    rs = region.stmt.lineno
+    for c in sf.calls:
+        if start <= c.node.lineno <= end:
+            target = sf.infer(c.node.func)
+            if type(target) is tuple and target[0] == "compiled":
+                name = text_of(c.node.func)
+                warmed = any(o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls if o.node is not c.node)
+                if not warmed:
+                    yield found(c.node, what=name)
+
+
+@RULES.rule(
     Rule(
         code="CG508",
         name="capture-without-warmup",
@@ -363,6 +506,46 @@ RULES = [
             g.replay()
         """),
     ),
+    Region(),
+)
+def capture_without_warmup(region, ctx):
+    """Nothing that needs warm-up may be captured cold."""
+    if not _manual(region) or region.kind not in _CAPTURES:
+        return
+    project = ctx.project
+    sf = facts_of(project, region.scope)
+    start, end = region.span
+    rs = region.stmt.lineno
+    needs = None
+    for c in sf.calls:
+        if start <= c.node.lineno <= end:
+            if c.meth == "backward":
+                needs = "`backward()`"
+                break
+            if c.meth == "step" and type(c.recv) is tuple and c.recv[0] == "optim":
+                needs = "an optimizer step"
+                break
+            if is_callable_module(sf.infer(c.node.func), project):
+                name = text_of(c.node.func)
+                # A forward-only capture is warmed up by any earlier call of the same module.
+                if not any(o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls):
+                    needs = needs or f"`{name}(...)`"
+    if needs and not _warmed_up(sf, rs, ctx):
+        yield found(region.node, what=needs)
+
+
+def _warmed_up(sf, before_line: int, ctx) -> bool:
+    if any(w.lineno < before_line for w, _ in sf.stream_withs):
+        return True
+    for c in sf.calls:
+        if c.node.lineno < before_line and c.meth is None:
+            for target in ctx.resolve(sf, c):
+                if facts_of(ctx.project, target).stream_withs:
+                    return True
+    return False
+
+
+@RULES.rule(
     Rule(
         code="CG509",
         name="graph-object-reused",
@@ -399,6 +582,45 @@ RULES = [
             g2.replay()
         """),
     ),
+    Region(),
+)
+def graph_object_reused(region, ctx):
+    """The same graph object captured twice."""
+    if not _manual(region) or region.kind not in _CAPTURES:
+        return
+    graph = region.graph_expr
+    if graph is None or type(graph) is not ast.Name:
+        return
+    sf = facts_of(ctx.project, region.scope)
+    name = graph.id
+    rs = region.stmt.lineno
+    stores = [s.node.lineno for s in sf.stores if s.name == name]
+    earlier = [r for r in ctx.regions_in_scope(region) if r is not region and r.stmt.lineno < rs]
+    for other in earlier:
+        if type(other.graph_expr) is ast.Name and other.graph_expr.id == name:
+            if not any(other.stmt.lineno < line < rs for line in stores) and not _reset_between(
+                    sf, name, other.stmt.lineno, rs):
+                yield found(graph, what=name, line=other.stmt.lineno)
+                return
+    for anc in region.ancestors:
+        if type(anc) in (ast.For, ast.While, ast.AsyncFor):
+            if not any(anc.lineno <= line <= anc.end_lineno for line in stores) and not _reset_between(
+                sf, name, anc.lineno, anc.end_lineno + 1
+            ):
+                yield found(graph, what=name, line=rs)
+                return
+
+
+def _reset_between(sf, name: str, lo: int, hi: int) -> bool:
+    for c in sf.calls:
+        if c.meth == "reset" and lo < c.node.lineno < hi:
+            value = c.node.func.value
+            if type(value) is ast.Name and value.id == name:
+                return True
+    return False
+
+
+@RULES.rule(
     Rule(
         code="CG510",
         name="compiled-input-mutation",
@@ -440,178 +662,11 @@ RULES = [
         """),
         gpu_check="from torch._dynamo.utils import counters\nok = counters['inductor']['cudagraph_skips'] == 0",
     ),
-]
-
-
-def scan(f):
-    for c in f.calls:
-        m = c.meth
-        if m == "step" and c.qual is None and type(c.recv) is tuple and c.recv[0] == "optim":
-            qual, ctor = c.recv[1], c.recv[2]
-            cls = qual.rsplit(".", 1)[-1]
-            if cls in CAPTURABLE_OPTIMIZERS and not _capturable(ctor):
-                yield h("CG502", c.node, c.stmt, what=f"{text_of(c.node.func.value)}.step()", line=ctor.lineno, cls=cls)
-        elif m is not None and m.endswith("_") and not m.startswith("_") and m != "requires_grad_":
-            value = c.node.func.value
-            if type(value) is ast.Name and value.id in f.params:
-                yield h("CG510", c.node, c.stmt, root_only=True, what=f"{value.id}.{m}()")
-
-
-def _capturable(ctor: ast.Call) -> bool:
-    for kw in ctor.keywords:
-        if kw.arg == "capturable":
-            return is_true(kw.value)
-        if kw.arg is None:
-            return True  # **kwargs: cannot tell
-    return False
-
-
-def _autocast_items(f, stmts):
-    for anc in stmts:
-        if type(anc) in (ast.With, ast.AsyncWith):
-            for item in anc.items:
-                expr = item.context_expr
-                if type(expr) is ast.Call and f.qual(expr.func) in _AUTOCAST:
-                    flag = next((kw.value for kw in expr.keywords if kw.arg == "cache_enabled"), None)
-                    if not is_false(flag):
-                        yield expr
-
-
-def scan_region(region, ctx):
-    if region.klass != "manual" or region.scope is None:
-        return
-    project = ctx.project
-    sf = project.facts(region.scope)
-    module = region.module
-    kind = region.kind
-    # CG501: a caching autocast around the capture or the make_graphed_callables call.
-    if kind != "declared":
-        what = "`make_graphed_callables`" if "make_graphed_callables" in kind else "a CUDA graph capture"
-        for expr in _autocast_items(sf, region.ancestors):
-            yield rh("CG501", module, expr, what=what)
-    if kind in ("make_graphed_callables", "te.make_graphed_callables"):
-        yield from _hooks(region, ctx, sf)
-        return
-    if kind not in ("torch.cuda.graph", "capture_begin"):
-        return
-    start, end = region.span
-    rs = region.stmt.lineno
-    # CG507: compiled function called in the capture, never before it.
-    for c in sf.calls:
-        line = c.node.lineno
-        if start <= line <= end:
-            target = sf.infer(c.node.func)
-            if type(target) is tuple and target[0] == "compiled":
-                name = text_of(c.node.func)
-                warmed = any(
-                    o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls if o.node is not c.node
-                )
-                if not warmed:
-                    yield rh("CG507", module, c.node, what=name)
-    # CG508: nothing that needs warm-up may be captured cold.
-    needs = None
-    for c in sf.calls:
-        if start <= c.node.lineno <= end:
-            if c.meth == "backward":
-                needs = "`backward()`"
-                break
-            if c.meth == "step" and type(c.recv) is tuple and c.recv[0] == "optim":
-                needs = "an optimizer step"
-                break
-            if is_callable_module(sf.infer(c.node.func), project):
-                name = text_of(c.node.func)
-                # A forward-only capture is warmed up by any earlier call of the same module.
-                if not any(o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls):
-                    needs = needs or f"`{name}(...)`"
-    if needs and not _warmed_up(sf, rs, ctx):
-        yield rh("CG508", module, region.node, what=needs)
-    # CG509: the same graph object captured twice.
-    yield from _reuse(region, ctx, sf)
-    # CG504-CG506: DDP in a file that captures.
-    if ctx.once(("ddp", id(module))) and "DistributedDataParallel" in module.text:
-        yield from _ddp(region, ctx, sf)
-
-
-def _warmed_up(sf, before_line: int, ctx) -> bool:
-    if any(w.lineno < before_line for w, _ in sf.stream_withs):
-        return True
-    for c in sf.calls:
-        if c.node.lineno < before_line and c.meth is None:
-            for target in ctx.resolve(sf, c):
-                if ctx.project.facts(target).stream_withs:
-                    return True
-    return False
-
-
-def _reuse(region, ctx, sf):
-    graph = region.graph_expr
-    if graph is None or type(graph) is not ast.Name:
-        return
-    name = graph.id
-    rs = region.stmt.lineno
-    stores = [s.node.lineno for s in sf.stores if s.name == name]
-    earlier = [r for r in ctx.regions_in_scope(region) if r is not region and r.stmt.lineno < rs]
-    for other in earlier:
-        if type(other.graph_expr) is ast.Name and other.graph_expr.id == name:
-            if not any(other.stmt.lineno < line < rs for line in stores) and not _reset_between(sf, name, other.stmt.lineno, rs):
-                yield rh("CG509", region.module, graph, what=name, line=other.stmt.lineno)
-                return
-    for anc in region.ancestors:
-        if type(anc) in (ast.For, ast.While, ast.AsyncFor):
-            if not any(anc.lineno <= line <= anc.end_lineno for line in stores) and not _reset_between(
-                sf, name, anc.lineno, anc.end_lineno + 1
-            ):
-                yield rh("CG509", region.module, graph, what=name, line=rs)
-                return
-
-
-def _reset_between(sf, name: str, lo: int, hi: int) -> bool:
-    for c in sf.calls:
-        if c.meth == "reset" and lo < c.node.lineno < hi:
-            value = c.node.func.value
-            if type(value) is ast.Name and value.id == name:
-                return True
-    return False
-
-
-def _hooks(region, ctx, sf):
-    rs = region.stmt.lineno
-    names = {text_of(t) for t in region.targets}
-    for c in sf.calls:
-        if c.meth in _HOOK_METHODS and c.node.lineno < rs and text_of(c.node.func.value) in names:
-            yield rh("CG503", region.module, c.node, what=f"{text_of(c.node.func.value)}.{c.meth}()")
-    for root in region.roots:
-        if root.cls is not None:
-            for call in root.cls.attrs(ctx.project).hooks:
-                yield rh("CG503", root.cls.module, call, what=f"self.{call.func.attr}()")
-
-
-def _ddp(region, ctx, sf):
-    module = region.module
-    project = ctx.project
-    facts_list = [project.module_facts(module)]
-    for name, node in module.defs.items():
-        from cgkit.check.project import FuncRef
-
-        facts_list.append(project.facts(FuncRef(module, node, None, name)))
-    env_set = "ASYNC_ERROR_HANDLING" in module.text
-    constructed = False
-    for f in facts_list:
-        for c in f.calls:
-            if c.qual == _DDP:
-                constructed = True
-                line = c.node.lineno
-                if not any(w.lineno <= line <= w.end_lineno for w, _ in f.stream_withs):
-                    yield rh("CG504", module, c.node)
-                if not env_set:
-                    yield rh("CG506", module, c.node)
-    if not constructed:
-        return
-    rs = region.stmt.lineno
-    for loop in sf.loops:
-        if loop.end_lineno < rs and type(loop) is ast.For:
-            it = loop.iter
-            if type(it) is ast.Call and type(it.func) is ast.Name and it.func.id == "range" and len(it.args) == 1:
-                n = it.args[0]
-                if type(n) is ast.Constant and isinstance(n.value, int) and n.value < 11:
-                    yield rh("CG505", module, loop, what=str(n.value))
+    Calls(every=True),
+)
+def compiled_input_mutation(c, f):
+    m = c.meth
+    if m is not None and m.endswith("_") and not m.startswith("_") and m != "requires_grad_":
+        value = c.node.func.value
+        if type(value) is ast.Name and value.id in f.params:
+            yield found(c.node, c.stmt, root_only=True, what=f"{value.id}.{m}()")

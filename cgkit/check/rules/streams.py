@@ -5,9 +5,12 @@ from __future__ import annotations
 import ast
 
 from cgkit.check.model import Rule
-from cgkit.check.rules._base import code, h, text_of
+from cgkit.check.rules._base import Calls, Each, Family, code, found, text_of
 
-RULES = [
+RULES = Family()
+
+
+@RULES.rule(
     Rule(
         code="CG601",
         name="side-stream-not-joined",
@@ -49,6 +52,35 @@ RULES = [
         """),
         gpu_check="torch.cuda.synchronize()\nok = torch.equal(y, x * 2)",
     ),
+    Each("stream_withs"),
+)
+def side_stream_not_joined(item, f):
+    with_node, stream = item
+    if type(stream) is ast.Call:
+        return  # torch.cuda.stream(torch.cuda.current_stream()) and friends
+    name = text_of(stream)
+    if name == "None":
+        return
+    lo, hi = with_node.lineno, with_node.end_lineno
+    forked = joined = False
+    for c in f.calls:
+        if c.meth not in ("wait_stream", "wait_event"):
+            continue
+        line = c.node.lineno
+        recv = text_of(c.node.func.value)
+        arg = text_of(c.node.args[0]) if c.node.args else ""
+        if line < lo and recv == name:
+            forked = True
+        elif line > hi and (arg == name or c.meth == "wait_event") and recv != name:
+            joined = True
+    if not forked or not joined:
+        problem = "never joined back into the capturing stream" if forked else "not forked from the capturing stream"
+        if not forked and not joined:
+            problem = "neither forked from nor joined back into the capturing stream"
+        yield found(with_node, with_node, what=name, problem=problem)
+
+
+@RULES.rule(
     Rule(
         code="CG602",
         name="default-stream-in-region",
@@ -85,33 +117,7 @@ RULES = [
         """),
         gpu_check="torch.cuda.synchronize()\nok = torch.equal(y, x * 2)",
     ),
-]
-
-
-def scan(f):
-    for with_node, stream in f.stream_withs:
-        if type(stream) is ast.Call:
-            continue  # torch.cuda.stream(torch.cuda.current_stream()) and friends
-        name = text_of(stream)
-        if name == "None":
-            continue
-        lo, hi = with_node.lineno, with_node.end_lineno
-        forked = joined = False
-        for c in f.calls:
-            if c.meth not in ("wait_stream", "wait_event"):
-                continue
-            line = c.node.lineno
-            recv = text_of(c.node.func.value)
-            arg = text_of(c.node.args[0]) if c.node.args else ""
-            if line < lo and recv == name:
-                forked = True
-            elif line > hi and (arg == name or c.meth == "wait_event") and recv != name:
-                joined = True
-        if not forked or not joined:
-            problem = "never joined back into the capturing stream" if forked else "not forked from the capturing stream"
-            if not forked and not joined:
-                problem = "neither forked from nor joined back into the capturing stream"
-            yield h("CG601", with_node, with_node, what=name, problem=problem)
-    for c in f.calls:
-        if c.qual == "torch.cuda.default_stream":
-            yield h("CG602", c.node, c.stmt)
+    Calls(quals=("torch.cuda.default_stream",)),
+)
+def default_stream_in_region(c, f):
+    yield found(c.node, c.stmt)

@@ -6,7 +6,7 @@ import ast
 
 from cgkit.check.facts import CPU, is_tensor
 from cgkit.check.model import Rule
-from cgkit.check.rules._base import code, h, is_true, text_of
+from cgkit.check.rules._base import Calls, Each, Family, code, found, is_true, text_of
 
 _GRAPH_NOTE = (
     "Under manual capture (`torch.cuda.graph`, `capture_begin`, `make_graphed_callables`) the "
@@ -15,7 +15,10 @@ _GRAPH_NOTE = (
     "forces a graph break, and the graph is split there."
 )
 
-RULES = [
+RULES = Family()
+
+
+@RULES.rule(
     Rule(
         code="CG101",
         name="tensor-item",
@@ -44,6 +47,15 @@ RULES = [
         """),
         gpu_check="ok = torch.allclose(y, x / x.abs().max())",
     ),
+    Calls(methods=("item",)),
+)
+def tensor_item(c, f):
+    """``x.item()`` on a value that is not a known object."""
+    if not c.node.args and type(c.recv) is not tuple:
+        yield found(c.node, c.stmt)
+
+
+@RULES.rule(
     Rule(
         code="CG102",
         name="tensor-to-host",
@@ -75,6 +87,42 @@ RULES = [
             host_probs = probs.cpu()  # after the replay, outside the graph
         """),
     ),
+    Calls(methods=("cpu", "numpy", "tolist", "to")),
+)
+def tensor_to_host(c, f):
+    """``.cpu()``, ``.numpy()``, ``.tolist()`` and a blocking ``.to("cpu")`` of a value that may be on the GPU."""
+    m, recv = c.meth, c.recv
+    if m in ("cpu", "numpy"):
+        if type(recv) is not tuple and recv is not CPU:
+            yield found(c.node, c.stmt, what=f".{m}()")
+    elif is_tensor(recv) and recv is not CPU:
+        if m == "tolist":
+            yield found(c.node, c.stmt, what=".tolist()")
+        elif _to_cpu_blocking(c.node):
+            yield found(c.node, c.stmt, what='.to("cpu")')
+
+
+def _to_cpu_blocking(node: ast.Call) -> bool:
+    target = node.args[0] if node.args else None
+    for kw in node.keywords:
+        if kw.arg == "device":
+            target = kw.value
+        if kw.arg == "non_blocking" and is_true(kw.value):
+            return False
+    if target is None:
+        return False
+    if type(target) is ast.Constant and isinstance(target.value, str):
+        return target.value.split(":")[0] == "cpu"
+    if type(target) is ast.Call and target.args:
+        arg = target.args[0]
+        return type(arg) is ast.Constant and arg.value == "cpu"
+    return False
+
+
+_TO_SCALAR = {"builtins.bool": "bool()", "builtins.int": "int()", "builtins.float": "float()", "builtins.complex": "complex()"}
+
+
+@RULES.rule(
     Rule(
         code="CG103",
         name="tensor-to-python-scalar",
@@ -105,6 +153,22 @@ RULES = [
         """),
         gpu_check="ok = torch.allclose(y, x / x.norm())",
     ),
+    Calls(quals=tuple(_TO_SCALAR)),
+)
+def tensor_to_python_scalar(c, f):
+    node = c.node
+    if node.args and is_tensor(f.infer(node.args[0])):
+        yield found(node, c.stmt, what=_TO_SCALAR[c.qual])
+
+
+_SYNC_FUNCS = {
+    "torch.cuda.synchronize": "torch.cuda.synchronize()",
+    "torch.accelerator.synchronize": "torch.accelerator.synchronize()",
+    "torch.cuda.current_stream().synchronize": "torch.cuda.current_stream().synchronize()",
+}
+
+
+@RULES.rule(
     Rule(
         code="CG104",
         name="explicit-synchronize",
@@ -138,6 +202,16 @@ RULES = [
         """),
         gpu_check="ok = torch.equal(y, x * 2)",
     ),
+    Calls(methods=("synchronize",), quals=tuple(_SYNC_FUNCS)),
+)
+def explicit_synchronize(c, f):
+    if c.qual is not None:
+        yield found(c.node, c.stmt, what=_SYNC_FUNCS[c.qual])
+    elif not is_tensor(c.recv):
+        yield found(c.node, c.stmt, what=f"{text_of(c.node.func.value)}.synchronize()")
+
+
+@RULES.rule(
     Rule(
         code="CG105",
         name="stream-query",
@@ -168,6 +242,17 @@ RULES = [
             done = torch.cuda.current_stream().query()  # outside the graph
         """),
     ),
+    Calls(methods=("query",)),
+)
+def stream_query(c, f):
+    if type(c.recv) is tuple and c.recv[0] in ("stream", "event"):
+        yield found(c.node, c.stmt, what=f"{text_of(c.node.func.value)}.query()")
+
+
+_TO_STRING = {"builtins.str": "`str()`", "builtins.repr": "`repr()`", "builtins.format": "`format()`"}
+
+
+@RULES.rule(
     Rule(
         code="CG106",
         name="tensor-to-string",
@@ -199,6 +284,25 @@ RULES = [
             print(y)  # after the replay
         """),
     ),
+    Calls(quals=("builtins.print", *_TO_STRING)),
+)
+def tensor_to_string(c, f):
+    node = c.node
+    if c.qual == "builtins.print":
+        if any(is_tensor(f.infer(a)) for a in node.args):
+            yield found(node, c.stmt, what="`print()` of a tensor")
+    elif node.args and is_tensor(f.infer(node.args[0])):
+        yield found(node, c.stmt, what=_TO_STRING[c.qual])
+
+
+@RULES.also("CG106", Each("fstrings"))
+def tensor_in_fstring(item, f):
+    value, stmt = item
+    if is_tensor(f.infer(value.value)):
+        yield found(value.value, stmt, what="an f-string")
+
+
+@RULES.rule(
     Rule(
         code="CG107",
         name="host-comparison",
@@ -231,6 +335,16 @@ RULES = [
         # Close on every element whatever randn draws; then the replay must follow new data.
         gpu_check="ok = bool(same)\nb.add_(1.0)\ng.replay()\nok = ok and not bool(same)",
     ),
+    Calls(methods=("allclose", "equal"), quals=("torch.allclose", "torch.equal")),
+)
+def host_comparison(c, f):
+    if c.qual is not None:
+        yield found(c.node, c.stmt, what=c.qual)
+    elif is_tensor(c.recv):
+        yield found(c.node, c.stmt, what=f"Tensor.{c.meth}")
+
+
+@RULES.rule(
     Rule(
         code="CG108",
         name="grad-clip-nonfinite-check",
@@ -262,6 +376,19 @@ RULES = [
             assert torch.isfinite(norm)  # checked on the host, after the replay
         """),
     ),
+    Calls(qualified=True),
+)
+def grad_clip_nonfinite_check(c, f):
+    q = c.qual
+    if q.endswith((".clip_grad_norm_", ".clip_grad_norm")) and q.startswith("torch.nn.utils"):
+        flag = c.kwarg("error_if_nonfinite")
+        if flag is None and len(c.node.args) >= 4:
+            flag = c.node.args[3]
+        if is_true(flag):
+            yield found(c.node, c.stmt, what=q.rsplit(".", 1)[-1])
+
+
+@RULES.rule(
     Rule(
         code="CG109",
         name="grad-scaler-in-region",
@@ -313,87 +440,16 @@ RULES = [
             scaler.update()
         """),
     ),
-]
-
-_SYNC_FUNCS = {
-    "torch.cuda.synchronize": "torch.cuda.synchronize()",
-    "torch.accelerator.synchronize": "torch.accelerator.synchronize()",
-    "torch.cuda.current_stream().synchronize": "torch.cuda.current_stream().synchronize()",
-}
-_TO_SCALAR = {"builtins.bool": "bool()", "builtins.int": "int()", "builtins.float": "float()", "builtins.complex": "complex()"}
-_TO_STRING = {"builtins.str": "`str()`", "builtins.repr": "`repr()`", "builtins.format": "`format()`"}
+    Calls(any_methods=("step", "update", "unscale_")),
+)
+def grad_scaler_in_region(c, f):
+    node = c.node
+    recv = c.recv if c.qual is None else f.infer(node.func.value)
+    if _is_scaler(recv, node):
+        yield found(node, c.stmt, what=f"{text_of(node.func.value)}.{c.meth}()")
 
 
-def scan(f):
-    for c in f.calls:
-        m = c.meth
-        q = c.qual
-        node = c.node
-        if m is not None and q is None:
-            recv = c.recv
-            if m == "item" and not node.args and type(recv) is not tuple:
-                yield h("CG101", node, c.stmt)
-            elif m in ("cpu", "numpy") and type(recv) is not tuple and recv is not CPU:
-                yield h("CG102", node, c.stmt, what=f".{m}()")
-            elif m == "tolist" and is_tensor(recv) and recv is not CPU:
-                yield h("CG102", node, c.stmt, what=".tolist()")
-            elif m == "to" and is_tensor(recv) and recv is not CPU and _to_cpu_blocking(node):
-                yield h("CG102", node, c.stmt, what='.to("cpu")')
-            elif m == "synchronize" and not is_tensor(recv):
-                yield h("CG104", node, c.stmt, what=f"{text_of(node.func.value)}.synchronize()")
-            elif m == "query" and type(recv) is tuple and recv[0] in ("stream", "event"):
-                yield h("CG105", node, c.stmt, what=f"{text_of(node.func.value)}.query()")
-            elif m in ("allclose", "equal") and is_tensor(recv):
-                yield h("CG107", node, c.stmt, what=f"Tensor.{m}")
-            elif m in ("step", "update", "unscale_") and _is_scaler(f, recv, node):
-                yield h("CG109", node, c.stmt, what=f"{text_of(node.func.value)}.{m}()")
-            continue
-        if q is None:
-            continue
-        if q in _SYNC_FUNCS:
-            yield h("CG104", node, c.stmt, what=_SYNC_FUNCS[q])
-        elif q in _TO_SCALAR:
-            if node.args and is_tensor(f.infer(node.args[0])):
-                yield h("CG103", node, c.stmt, what=_TO_SCALAR[q])
-        elif q == "builtins.print":
-            if any(is_tensor(f.infer(a)) for a in node.args):
-                yield h("CG106", node, c.stmt, what="`print()` of a tensor")
-        elif q in _TO_STRING:
-            if node.args and is_tensor(f.infer(node.args[0])):
-                yield h("CG106", node, c.stmt, what=_TO_STRING[q])
-        elif q in ("torch.allclose", "torch.equal"):
-            yield h("CG107", node, c.stmt, what=q)
-        elif q.endswith((".clip_grad_norm_", ".clip_grad_norm")) and q.startswith("torch.nn.utils"):
-            flag = c.kwarg("error_if_nonfinite")
-            if flag is None and len(node.args) >= 4:
-                flag = node.args[3]
-            if is_true(flag):
-                yield h("CG108", node, c.stmt, what=q.rsplit(".", 1)[-1])
-        elif m in ("step", "update", "unscale_") and _is_scaler(f, f.infer(node.func.value), node):
-            yield h("CG109", node, c.stmt, what=f"{text_of(node.func.value)}.{m}()")
-    for fv, stmt in f.fstrings:
-        if is_tensor(f.infer(fv.value)):
-            yield h("CG106", fv.value, stmt, what="an f-string")
-
-
-def _to_cpu_blocking(node: ast.Call) -> bool:
-    target = node.args[0] if node.args else None
-    for kw in node.keywords:
-        if kw.arg == "device":
-            target = kw.value
-        if kw.arg == "non_blocking" and is_true(kw.value):
-            return False
-    if target is None:
-        return False
-    if type(target) is ast.Constant and isinstance(target.value, str):
-        return target.value.split(":")[0] == "cpu"
-    if type(target) is ast.Call and target.args:
-        arg = target.args[0]
-        return type(arg) is ast.Constant and arg.value == "cpu"
-    return False
-
-
-def _is_scaler(f, recv, node) -> bool:
+def _is_scaler(recv, node) -> bool:
     if type(recv) is tuple:
         return recv[0] == "scaler"
     value = node.func.value

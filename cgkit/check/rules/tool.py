@@ -1,11 +1,15 @@
-"""CG9xx: findings about the checked files themselves (they could not be analysed)."""
+"""CG9xx: findings about the checked files themselves (they could not be analysed).
+
+The engine reports these while reading files; no matcher runs for them."""
 
 from __future__ import annotations
 
 from cgkit.check.model import Rule
-from cgkit.check.rules._base import code
+from cgkit.check.rules._base import Family, code
 
-RULES = [
+RULES = Family()
+
+RULES.record(
     Rule(
         code="CG901",
         name="syntax-error",
@@ -32,7 +36,10 @@ RULES = [
                 return x * 2
         """),
         gpu_skip="a finding about the file, not a capture hazard",
-    ),
+    )
+)
+
+RULES.record(
     Rule(
         code="CG902",
         name="unreadable-file",
@@ -54,5 +61,5 @@ RULES = [
             print("café")
         """),
         gpu_skip="a finding about the file, not a capture hazard",
-    ),
-]
+    )
+)
