@@ -77,13 +77,14 @@ def resolve_call(facts, call) -> list[FuncRef]:
     return []
 
 
-def walk(region, project, scan, emit) -> int:
+def walk(region, project, scan, emit) -> list:
     """Visit every function the region reaches; ``scan(facts)`` lists a function's hazards (computed once
     per function), and ``emit(hazard, facts, chain)`` is called for each one inside the region.
 
-    Returns how many functions the walk reached (the region's own code counted).
+    Returns every function the walk reached, with the lines of it that run in the region and the
+    calls that lead there (the region's own code first): ``[(facts, (lo, hi), chain), ...]``.
     """
-    reached = 0
+    reached = []
     seen: set[int] = set()
     queue: list[tuple[FuncRef, tuple[int, int] | None, list[dict], bool]] = []
     if region.span is not None and region.scope is not None:
@@ -101,8 +102,8 @@ def walk(region, project, scan, emit) -> int:
         if span is None:
             seen.add((fref.key, None))
         facts = facts_of(project, fref)
-        reached += 1
         lo, hi = span if span is not None else (0, 1 << 30)
+        reached.append((facts, (lo, hi), chain))
         for hazard in facts.hazards(scan):
             line = getattr(hazard.node, "lineno", 0)
             if lo <= line <= hi and (is_root or not hazard.root_only):

@@ -202,10 +202,10 @@ class Checker:
         def emit(hazard, facts, chain):
             self._emit(hazard.code, facts.module, hazard.node, hazard.args, region, chain, hazard.stmt)
 
-        reached = calls.walk(region, self.project, self.dispatch.function_hazards, emit)
-        self.regions.append({**_map_region(region), "functions_followed": reached})
+        region.reached = calls.walk(region, self.project, self.dispatch.function_hazards, emit)
+        self.regions.append({**_map_region(region), "functions_followed": len(region.reached)})
         for hazard in self.dispatch.region_hazards(region, ctx):
-            self._emit(hazard.code, hazard.module, hazard.node, hazard.args, region, [], None)
+            self._emit(hazard.code, hazard.module, hazard.node, hazard.args, region, list(hazard.chain), None)
 
     def _emit(self, code: str, module: ModuleIndex, node, args: dict, region, chain, stmt) -> None:
         rule = RULES[code]

@@ -12,13 +12,14 @@ tensor when it comes from a torch call, a tensor method, a module call, or a ``T
 from __future__ import annotations
 
 import ast
+from typing import NamedTuple
 
 from cgkit.check.names import add_import, dotted
 from cgkit.check.project import FUNC_TYPES, ClassIndex, FuncRef, ModuleIndex, Project
 
 # Kinds of tensors. Objects are tuples: ("inst", ClassIndex), ("nn", qual), ("optim", qual, call),
 # ("stream",), ("event",), ("graph",), ("generator",), ("scaler",), ("logger",), ("compiled", call),
-# ("ddp", call), ("file",), ("device", is_cuda).
+# ("ddp", call), ("file",), ("device", is_cuda), ("scheduler", qual, call), ("device_module",).
 TENSOR = "T"
 MASK = "M"
 CPU = "C"
@@ -117,6 +118,15 @@ class CallSite:
         return None
 
 
+class SelfStore(NamedTuple):
+    """``self.<attr> = value`` (value None for augmented assignments), with the value's kind there."""
+
+    attr: str
+    stmt: ast.AST
+    value: ast.expr | None
+    kind: object
+
+
 class Store:
     __slots__ = ("name", "node", "kind", "loop", "aug", "loop_target")
 
@@ -152,12 +162,21 @@ class Facts:
         self.stores: list[Store] = []
         self.loads: list[ast.Name] = []
         self.self_loads: list[ast.Attribute] = []
-        self.self_stores: list[tuple[str, ast.AST, ast.expr | None]] = []  # (attr, stmt, value)
+        self.attr_loads: list[ast.Attribute] = []  # ``obj.attr`` read on another name
+        self.self_stores: list[SelfStore] = []
+        self.attr_stores: list[tuple[ast.Name, str, ast.AST]] = []  # ``obj.attr = ...`` on another object
+        self.item_stores: list[tuple[ast.Subscript, ast.AST]] = []  # ``x[key] = ...``
         self.escapes: list[tuple[str, ast.AST]] = []  # names put into a container/attribute/yield
         self.dels: list[tuple[str, ast.AST]] = []
         self.global_names: set[str] = set()
         self.stream_withs: list[tuple[ast.With, ast.expr]] = []
         self.loops: list[ast.stmt] = []
+        # Every binding of a local name, in source order: (position where it takes effect, kind).
+        # Names are read with the kind of the last binding before the read, so ``x = x.item()``
+        # and a name reused for a number after a tensor are told apart.
+        self.timeline: dict[str, list[tuple[tuple[int, int], object]]] = {}
+        self.entry_kinds: dict[str, object] = {}  # parameters' kinds on entry (annotations, call sites)
+        self.scalar_params: set[str] = set()  # parameters that evidence says are not tensors
         self._hazards = None
         self._stmt = fref.node
         self._loop = 0
@@ -179,10 +198,27 @@ class Facts:
             return "builtins." + head
         return q
 
-    def kind_of_name(self, name: str):
+    def kind_of_name(self, name: str, at: tuple[int, int] | None = None):
+        """The kind of a local name: as last bound before position ``at`` (line, column), or as
+        bound at the end of the function when ``at`` is None."""
+        if at is not None:
+            steps = self.timeline.get(name)
+            if steps is not None:
+                kind, bound = None, False
+                for position, step_kind in steps:
+                    if position < at:
+                        kind, bound = step_kind, True
+                if bound:
+                    return kind
+                if name in self.params:
+                    return self.entry_kinds.get(name)
+                return self._outer_kind(name)
         kind = self.kinds.get(name)
         if kind is not None or name in self.params:
             return kind
+        return self._outer_kind(name)
+
+    def _outer_kind(self, name: str):
         if type(self.fref.node) is not ast.Module:
             mod_facts = module_facts(self.project, self.module)
             if mod_facts is not None:
@@ -195,7 +231,7 @@ class Facts:
             return None
         t = type(e)
         if t is ast.Name:
-            return self.kind_of_name(e.id)
+            return self.kind_of_name(e.id, (e.lineno, e.col_offset))
         if t is ast.Call:
             return self._infer_call(e, _depth)
         if t is ast.BinOp:
@@ -216,6 +252,8 @@ class Facts:
                 return MASK if type(e.op) is ast.Invert and inner is MASK else TENSOR
             return None
         if t is ast.Compare:
+            if any(type(side) is ast.Constant and isinstance(side.value, (str, bytes)) for side in (e.left, *e.comparators)):
+                return None  # ``fmt == "sbhd"``: a string is never a tensor
             for side in (e.left, *e.comparators):
                 if is_tensor(self.infer(side, _depth + 1)):
                     if any(type(op) in (ast.Is, ast.IsNot, ast.In, ast.NotIn) for op in e.ops):
@@ -300,8 +338,8 @@ class Facts:
         last = parts[-1]
         if q in ("torch.nn.Parameter", "torch.nn.Buffer", "torch.Tensor"):
             return TENSOR
-        if len(parts) >= 3 and parts[1] == "optim" and last[:1].isupper() and "lr_scheduler" not in parts:
-            return ("optim", q, e)
+        if len(parts) >= 3 and parts[1] == "optim" and last[:1].isupper():
+            return ("scheduler", q, e) if "lr_scheduler" in parts else ("optim", q, e)
         if q in ("torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel"):
             inner = self.infer(e.args[0]) if e.args else None
             return ("ddp", e, inner)
@@ -367,7 +405,9 @@ class Facts:
                 self.loops.append(loop)
                 if type(loop) is not ast.While:
                     self._stmt = loop
-                    self._store_target(loop.target, self.infer(loop.iter), loop, loop_target=True)
+                    target = loop.target
+                    self._store_target(target, self.infer(loop.iter), loop, loop_target=True,
+                                       at=(target.lineno, target.col_offset))
                 continue
             push(reversed(list(ast.iter_child_nodes(n))))
 
@@ -378,21 +418,28 @@ class Facts:
             allargs.append(args.vararg)
         if args.kwarg:
             allargs.append(args.kwarg)
+        defaults = _param_defaults(args)
         for a in allargs:
             self.params.append(a.arg)
             self.param_nodes[a.arg] = a
             if a.annotation is not None and _is_tensor_annotation(a.annotation):
                 self.kinds[a.arg] = TENSOR
+            elif _is_scalar_annotation(a.annotation) or _is_scalar_default(defaults.get(a.arg)):
+                self.scalar_params.add(a.arg)
         seeds = self.project.param_seeds.get(id(fn))
         if seeds:
             for name, kind in seeds.items():
-                self.kinds.setdefault(name, kind)
+                if name not in self.scalar_params:
+                    self.kinds.setdefault(name, kind)
+        self.entry_kinds = dict(self.kinds)
         first = [*args.posonlyargs, *args.args]
         if self.cls is not None and first and not any(_decorator_name(d) == "staticmethod" for d in fn.decorator_list):
             self.self_name = first[0].arg
             self.params.remove(first[0].arg)
 
-    def _store_target(self, target, kind, stmt, aug=False, loop_target=False) -> None:
+    def _store_target(self, target, kind, stmt, aug=False, loop_target=False, at=None) -> None:
+        """Bind ``target`` to ``kind``; the binding takes effect at position ``at`` (default: the end
+        of ``stmt``, after its value is computed)."""
         t = type(target)
         if t is ast.Name:
             if not aug:
@@ -400,16 +447,25 @@ class Facts:
                     self.kinds.pop(target.id, None)
                 else:
                     self.kinds[target.id] = kind
+                if at is None:
+                    at = (stmt.end_lineno, stmt.end_col_offset)
+                self.timeline.setdefault(target.id, []).append((at, kind))
             self.stores.append(Store(target.id, stmt, kind, self._loop, aug, loop_target))
         elif t is ast.Tuple or t is ast.List:
             element_kind = kind if (is_tensor(kind) and not loop_target) else None
             for elt in target.elts:
-                self._store_target(elt, element_kind, stmt, aug, loop_target)
+                self._store_target(elt, element_kind, stmt, aug, loop_target, at)
         elif t is ast.Starred:
-            self._store_target(target.value, None, stmt, aug, loop_target)
+            self._store_target(target.value, None, stmt, aug, loop_target, at)
         elif t is ast.Attribute:
-            if type(target.value) is ast.Name and target.value.id == self.self_name:
-                self.self_stores.append((target.attr, stmt, None if aug else getattr(stmt, "value", None)))
+            owner = target.value
+            if type(owner) is ast.Name and owner.id == self.self_name:
+                value = None if aug else getattr(stmt, "value", None)
+                self.self_stores.append(SelfStore(target.attr, stmt, value, None if aug else kind))
+            elif type(owner) is ast.Name:
+                self.attr_stores.append((owner, target.attr, stmt))
+        elif t is ast.Subscript:
+            self.item_stores.append((target, stmt))
 
     # -- hazards -------------------------------------------------------------------------------
     def hazards(self, scan) -> list:
@@ -510,7 +566,7 @@ def _h_with(f: Facts, n) -> None:
             if expr.args:
                 f.stream_withs.append((n, expr.args[0]))
         if item.optional_vars is not None:
-            f._store_target(item.optional_vars, f.infer(expr), n)
+            f._store_target(item.optional_vars, f.infer(expr), n, at=(expr.end_lineno, expr.end_col_offset))
 
 
 def _h_name(f: Facts, n) -> None:
@@ -519,8 +575,11 @@ def _h_name(f: Facts, n) -> None:
 
 
 def _h_attribute(f: Facts, n) -> None:
-    if type(n.ctx) is ast.Load and type(n.value) is ast.Name and n.value.id == f.self_name:
-        f.self_loads.append(n)
+    if type(n.ctx) is ast.Load and type(n.value) is ast.Name:
+        if n.value.id == f.self_name:
+            f.self_loads.append(n)
+        else:
+            f.attr_loads.append(n)
 
 
 def _h_delete(f: Facts, n) -> None:
@@ -547,11 +606,11 @@ def _h_yield(f: Facts, n) -> None:
 
 
 def _h_namedexpr(f: Facts, n) -> None:
-    f._store_target(n.target, f.infer(n.value), f._stmt)
+    f._store_target(n.target, f.infer(n.value), f._stmt, at=(n.end_lineno, n.end_col_offset))
 
 
 def _h_comprehension(f: Facts, n) -> None:
-    f._store_target(n.target, None, f._stmt, loop_target=True)
+    f._store_target(n.target, None, f._stmt, loop_target=True, at=(f._stmt.lineno, f._stmt.col_offset))
 
 
 _HANDLERS = {
@@ -618,6 +677,62 @@ def _is_tensor_annotation(node) -> bool:
             return False
         text = ".".join(parts)
     return text in ("Tensor", "torch.Tensor")
+
+
+_SCALAR_TYPES = frozenset(
+    "str bool int float complex bytes list dict tuple set frozenset List Dict Tuple Set Callable Sequence Literal".split()
+)
+_WRAPPERS = frozenset(("Optional", "Union", "Literal", "List", "Dict", "Tuple", "Sequence", "Callable"))
+
+
+def _is_scalar_annotation(node) -> bool:
+    """``str``, ``bool``, ``Optional[int]``, ``int | None``, ``Literal["a"]``: never a tensor."""
+    if node is None:
+        return False
+    t = type(node)
+    if t is ast.Constant:
+        if isinstance(node.value, str):
+            try:
+                node = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                return False
+            return _is_scalar_annotation(node)
+        return node.value is None
+    if t is ast.BinOp and type(node.op) is ast.BitOr:
+        return _is_scalar_annotation(node.left) and _is_scalar_annotation(node.right)
+    if t is ast.Subscript:
+        parts = dotted(node.value)
+        if not parts or parts[-1] not in _WRAPPERS:
+            return False
+        if parts[-1] in ("Literal", "List", "Dict", "Tuple", "Sequence", "Callable"):
+            return True
+        inner = node.slice
+        members = inner.elts if type(inner) is ast.Tuple else [inner]
+        return all(_is_scalar_annotation(m) for m in members)
+    parts = dotted(node)
+    return bool(parts) and parts[-1] in _SCALAR_TYPES
+
+
+def _param_defaults(args: ast.arguments) -> dict[str, ast.expr]:
+    positional = [*args.posonlyargs, *args.args]
+    out = {a.arg: d for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults, strict=True)}
+    for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        if d is not None:
+            out[a.arg] = d
+    return out
+
+
+def _is_scalar_default(node) -> bool:
+    """A default of ``"sbhd"``, ``False``, ``0``, ``1.0`` or ``(1, 2)``: a Python value, not a tensor."""
+    if node is None:
+        return False
+    if type(node) is ast.Constant:
+        return node.value is not None and node.value is not ...
+    if type(node) is ast.UnaryOp and type(node.operand) is ast.Constant:
+        return isinstance(node.operand.value, (int, float))
+    if type(node) in (ast.Tuple, ast.List, ast.Dict):
+        return True
+    return False
 
 
 def _decorator_name(node) -> str | None:
@@ -689,9 +804,8 @@ def _class_attrs(cls: ClassIndex, project: Project) -> ClassAttrs:
     out = ClassAttrs()
     for name, node in cls.methods.items():
         facts = fresh_facts(project, FuncRef(cls.module, node, cls, name))
-        for attr, stmt, value in facts.self_stores:
+        for attr, stmt, value, kind in facts.self_stores:
             if value is not None:
-                kind = facts.infer(value)
                 if kind is not None:
                     out.kinds.setdefault(attr, kind)
                 elif name != "__init__" and type(stmt) is ast.Assign and not _mentions_tensor(facts, value):

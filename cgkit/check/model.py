@@ -113,10 +113,11 @@ class Found(NamedTuple):
     args: dict | None = None
     root_only: bool = False  # only when the function itself is the region (not a callee)
     module: object = None  # region matchers: the ModuleIndex the node belongs to (default: the region's)
+    chain: tuple = ()  # region matchers: the calls from the region to the node's function
 
 
-def found(node, stmt=None, *, root_only: bool = False, module=None, **args) -> Found:
-    return Found(node, stmt, args, root_only, module)
+def found(node, stmt=None, *, root_only: bool = False, module=None, chain=(), **args) -> Found:
+    return Found(node, stmt, args, root_only, module, tuple(chain))
 
 
 class Hazard(NamedTuple):
@@ -136,6 +137,7 @@ class RegionHazard(NamedTuple):
     module: object
     node: object
     args: dict
+    chain: tuple = ()
 
 
 @dataclass

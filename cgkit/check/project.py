@@ -64,6 +64,15 @@ class FuncRef:
             names = names[1:]
         return names
 
+    @property
+    def required_params(self) -> list[str]:
+        """The positional parameters without a default (those every call must fill)."""
+        node = self.node
+        names = self.positional_params
+        if type(node) is ast.Module or not node.args.defaults:
+            return names
+        return names[: len(names) - len(node.args.defaults)] if len(node.args.defaults) < len(names) else []
+
 
 class ClassIndex:
     def __init__(self, module: ModuleIndex, node: ast.ClassDef):

@@ -55,6 +55,7 @@ class Region:
         self.roots: list[FuncRef] = []  # functions that are captured as a whole
         self.graph_expr = None  # ``g`` in torch.cuda.graph(g) / g.capture_begin()
         self.targets: list[ast.expr] = []  # callables passed to make_graphed_callables / compile
+        self.reached: list = []  # (facts, (first, last line), chain) of each function the region runs, once walked
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "line": self.line, "name": self.name, "path": self.module.path}
@@ -193,9 +194,10 @@ class _Finder:
                     if target is not None:
                         region.targets = _flatten(target)
                         region.roots = self._resolve_targets(region.targets, scope, stmt.lineno)
-                        # Graphed callables take tensors only: their parameters are tensors.
+                        # Graphed callables are called with tensors: the parameters every call
+                        # fills are tensors (those with defaults may keep them).
                         for root in region.roots:
-                            self.project.seed(root, {p: TENSOR for p in root.positional_params})
+                            self.project.seed(root, {p: TENSOR for p in root.required_params})
                     self.regions.append(region)
 
     def _compiled(self, node, compile_call, target, stmt, scope, ancestors) -> None:

@@ -8,6 +8,7 @@ once whatever the number of rules, and matchers of rules that are not selected n
 
 from __future__ import annotations
 
+import ast
 from collections import defaultdict
 from functools import cache
 
@@ -100,12 +101,27 @@ class Dispatch:
         out = []
         for code, matcher in self.region:
             for fd in matcher(region, ctx):
-                out.append(RegionHazard(code, fd.module or region.module, fd.node, fd.args or {}))
+                out.append(RegionHazard(code, fd.module or region.module, fd.node, fd.args or {}, fd.chain))
         return out
 
 
 def _hazards(code: str, found) -> list[Hazard]:
-    return [Hazard(code, fd.node, fd.args or {}, fd.root_only, fd.stmt) for fd in found]
+    return [Hazard(code, fd.node, fd.args or {}, fd.root_only, fd.stmt) for fd in found
+            if not _on_error_path(fd.node, fd.stmt)]
+
+
+def _on_error_path(node, stmt) -> bool:
+    """Code that runs only when the step is failing anyway: a ``raise`` statement, or the message
+    of an ``assert`` (evaluated only when the assertion fails). A sync there never happens on a
+    good step, so it is not a capture hazard."""
+    t = type(stmt)
+    if t is ast.Raise:
+        return True
+    if t is ast.Assert and stmt.msg is not None:
+        msg = stmt.msg
+        start = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+        return (msg.lineno, msg.col_offset) <= start <= (msg.end_lineno, msg.end_col_offset)
+    return False
 
 
 def _precedence(hazards: list[Hazard]) -> list[Hazard]:

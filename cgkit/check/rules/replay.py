@@ -3,17 +3,9 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
-from cgkit.check.facts import (
-    RANDOM_FACTORIES,
-    attr_kind,
-    class_attrs,
-    facts_of,
-    is_tensor,
-    module_facts,
-    mutable_globals,
-)
+from cgkit.check import around as near
+from cgkit.check.facts import RANDOM_FACTORIES, attr_kind, facts_of, is_tensor, module_facts
 from cgkit.check.model import Rule
 from cgkit.check.rules._base import Body, Calls, Each, Family, Region, code, found, is_false, text_of
 
@@ -32,15 +24,6 @@ _HOST_CALLS = {
     "builtins.input": "`input()`",
     "torch.save": "`torch.save()`",
     "torch.load": "`torch.load()`",
-    "time.time": "`time.time()`",
-    "time.time_ns": "`time.time_ns()`",
-    "time.perf_counter": "`time.perf_counter()`",
-    "time.perf_counter_ns": "`time.perf_counter_ns()`",
-    "time.monotonic": "`time.monotonic()`",
-    "time.monotonic_ns": "`time.monotonic_ns()`",
-    "time.process_time": "`time.process_time()`",
-    "time.sleep": "`time.sleep()`",
-    "datetime.datetime.now": "`datetime.now()`",
     "json.dump": "`json.dump()`",
     "json.load": "`json.load()`",
     "pickle.dump": "`pickle.dump()`",
@@ -51,6 +34,17 @@ _HOST_CALLS = {
     "sys.stderr.write": "`sys.stderr.write()`",
     "wandb.log": "`wandb.log()`",
 }
+_CLOCKS = {
+    "time.time": "`time.time()`",
+    "time.time_ns": "`time.time_ns()`",
+    "time.perf_counter": "`time.perf_counter()`",
+    "time.perf_counter_ns": "`time.perf_counter_ns()`",
+    "time.monotonic": "`time.monotonic()`",
+    "time.monotonic_ns": "`time.monotonic_ns()`",
+    "time.process_time": "`time.process_time()`",
+    "time.sleep": "`time.sleep()`",
+    "datetime.datetime.now": "`datetime.now()`",
+}
 _LOGGING_CALLS = tuple(f"logging.{m}" for m in sorted(_LOG_METHODS))
 _WRITER_METHODS = frozenset("add_scalar add_scalars add_histogram add_image add_text".split())
 
@@ -60,18 +54,94 @@ _WRITER_METHODS = frozenset("add_scalar add_scalars add_histogram add_image add_
         code="CG401",
         name="host-side-effect",
         trace=None,
-        trace_blind="host code with no tensor in it (logging, timing, print of Python values) runs no operator: a run has nothing to record; cgkit check reports it",
+        trace_blind="host code with no tensor in it (print of Python values, file I/O) runs no operator: a run has nothing to record; cgkit check reports it",
         category="host-code",
         message="{what} runs on the host: once at capture, never on replay",
-        compile_message="{what} runs on the host inside a compiled region (graph break or eager code)",
-        fix="Move it out of the region: log, time or save around `replay()`, from the output tensors.",
+        compile_message="{what} runs on the host inside a compiled region (eager code around the graph)",
+        fix="Move it out of the region: print, log or save around `replay()`, from the output tensors.",
         manual="warning",
         compile="info",
-        what="Checks for host side effects in a captured region: `print`, `logging`, file I/O, "
-        "`torch.save`/`torch.load`, clocks (`time.time()`, `perf_counter()`) and `sleep`.",
-        why=_HOST_NOTE + " A log line in the region prints once; a timer measures the capture, "
-        "not the step; a file is written once. Under `torch.compile` such calls cause graph breaks "
-        "or run eagerly around the graph.",
+        what="Checks for host side effects meant to run on every step inside a captured region: `print`, "
+        "file I/O, `torch.save`/`torch.load`, metric writers (`add_scalar`, `wandb.log`), and log calls "
+        "that format a tensor. A log call of Python values is not reported: a message that appears once, "
+        "at capture, is what library code intends.",
+        why=_HOST_NOTE + " A print in the region prints once; a file is written once; a metric is "
+        "logged once. Under `torch.compile` such calls run eagerly around the graph.",
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * 2
+                print("step done")
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * 2
+            for _ in range(3):
+                g.replay()
+                print("step done")  # runs on every step
+        """),
+        gpu_skip="host-only behaviour: nothing fails and the GPU result is the same; the call just does not run on replay",
+    ),
+    Calls(quals=(*_HOST_CALLS, *_LOGGING_CALLS), methods=(*_LOG_METHODS, "write", *_WRITER_METHODS)),
+    yields_to=("CG106",),  # print(tensor): CG106 says more than "host code"
+)
+def host_side_effect(c, f):
+    node, q = c.node, c.qual
+    if q is not None:
+        if q in _LOGGING_CALLS:
+            if _formats_tensor(node, f):
+                yield found(node, c.stmt, what=f"`{q}()` of a tensor")
+            return
+        yield found(node, c.stmt, what=_HOST_CALLS.get(q) or f"`{q}()`")
+        return
+    m, recv, value = c.meth, c.recv, node.func.value
+    if m in _LOG_METHODS:
+        if (type(recv) is tuple and recv[0] == "logger") or (type(value) is ast.Name and value.id in _LOGGER_NAMES):
+            if _formats_tensor(node, f):
+                yield found(node, c.stmt, what=f"`{text_of(value)}.{m}()` of a tensor")
+    elif m == "write":
+        if type(recv) is tuple and recv[0] == "file":
+            yield found(node, c.stmt, what=f"`{text_of(value)}.write()`")
+    elif not is_tensor(recv):
+        yield found(node, c.stmt, what=f"`{text_of(value)}.{m}()`")
+
+
+def _formats_tensor(node: ast.Call, f) -> bool:
+    """A log call with a tensor among its arguments: formatting it reads the tensor on the host."""
+    return any(is_tensor(f.infer(a)) for a in node.args[1:]) or any(
+        is_tensor(f.infer(kw.value)) for kw in node.keywords if kw.arg is not None and kw.arg not in _LOG_OPTIONS)
+
+
+_LOG_OPTIONS = ("exc_info", "stacklevel", "extra", "stack_info")
+
+
+@RULES.rule(
+    Rule(
+        code="CG411",
+        name="host-clock",
+        trace=None,
+        trace_blind="a clock read runs no operator: a run has nothing to record; cgkit check reports it",
+        category="host-code",
+        message="{what} reads the host clock inside the region: it runs once, at capture, so it times the capture",
+        compile_message="{what} inside a compiled region: a value that changes every call (a recompile, "
+        "then a dynamic input) or a call Dynamo does not trace (a graph break)",
+        fix="Time around the region: read the clock before and after `replay()` (or the compiled call), "
+        "after `torch.cuda.synchronize()`, or use CUDA events.",
+        manual="warning",
+        compile="warning",
+        what="Checks for clocks and sleeps inside a captured or compiled region: `time.time()`, "
+        "`perf_counter()`, `monotonic()`, `process_time()`, `datetime.now()` and `time.sleep()`.",
+        why=_HOST_NOTE + " A timer inside the region measures the capture, not the step, and a sleep "
+        "delays only the capture. Under `torch.compile` (measured with torch 2.13 on a CPU, "
+        "benchmarks/compile_hazards.py): `time.perf_counter()` is a graph break, and a `time.time()` "
+        "value used in the computation recompiles once, then becomes a dynamic input.",
         example=code("""
             import time
 
@@ -97,25 +167,12 @@ _WRITER_METHODS = frozenset("add_scalar add_scalars add_histogram add_image add_
             torch.cuda.synchronize()
             elapsed = time.perf_counter() - start
         """),
-        gpu_skip="host-only behaviour: nothing fails and the GPU result is the same; the call just does not run on replay",
+        gpu_skip="host-only behaviour: nothing fails and the GPU result is the same; the clock just reads the capture",
     ),
-    Calls(quals=(*_HOST_CALLS, *_LOGGING_CALLS), methods=(*_LOG_METHODS, "write", *_WRITER_METHODS)),
-    yields_to=("CG106",),  # print(tensor): CG106 says more than "host code"
+    Calls(quals=tuple(_CLOCKS)),
 )
-def host_side_effect(c, f):
-    node, q = c.node, c.qual
-    if q is not None:
-        yield found(node, c.stmt, what=_HOST_CALLS.get(q) or f"`{q}()`")
-        return
-    m, recv, value = c.meth, c.recv, node.func.value
-    if m in _LOG_METHODS:
-        if (type(recv) is tuple and recv[0] == "logger") or (type(value) is ast.Name and value.id in _LOGGER_NAMES):
-            yield found(node, c.stmt, what=f"`{text_of(value)}.{m}()`")
-    elif m == "write":
-        if type(recv) is tuple and recv[0] == "file":
-            yield found(node, c.stmt, what=f"`{text_of(value)}.write()`")
-    elif not is_tensor(recv):
-        yield found(node, c.stmt, what=f"`{text_of(value)}.{m}()`")
+def host_clock(c, f):
+    yield found(c.node, c.stmt, what=_CLOCKS[c.qual])
 
 
 _MUTATORS = frozenset("append extend insert add update setdefault appendleft put".split())
@@ -130,13 +187,19 @@ _MUTATORS = frozenset("append extend insert add update setdefault appendleft put
         category="host-code",
         message="{what} updates host state: it happens once at capture, not on each replay",
         fix="Keep per-step state in GPU tensors updated in place (`count.add_(1)`), or update it outside the region.",
+        compile_message="{what} updates Python state on every call of a compiled function: Dynamo guards "
+        "on that state, so each call recompiles until the recompile limit, then the function runs eagerly",
         manual="warning",
-        compile=None,
+        compile="warning",
         what="Checks for Python state updated inside a captured region: counters (`self.step += 1`) "
-        "and containers that outlive the call (`self.history.append(...)`).",
+        "and containers that outlive the call (`self.history.append(...)`). A container that the "
+        "code also pops (a stack pushed and popped around a call) is balanced and not reported.",
         why=_HOST_NOTE + " A step counter stays at the value it had after capture, and a list gets "
         "one entry instead of one per step. Code that later reads that state (a schedule, a "
-        "logging condition) silently sees the wrong value.",
+        "logging condition) silently sees the wrong value. Under `torch.compile` (measured with "
+        "torch 2.13, benchmarks/compile_hazards.py) a global counter, a module attribute counter "
+        "and an appended list each recompile the function on every call until "
+        "`torch._dynamo.config.recompile_limit` (8) is hit; after that the function runs eagerly.",
         example=code("""
             import torch
 
@@ -185,8 +248,16 @@ _MUTATORS = frozenset("append extend insert add update setdefault appendleft put
 )
 def host_container_update(c, f):
     value = c.node.func.value
-    if _persistent_container(f, value):
+    if _persistent_container(f, value) and not _popped_too(f, value):
         yield found(c.node, c.stmt, what=f"`{text_of(value)}.{c.meth}()`")
+
+
+def _popped_too(f, value) -> bool:
+    """``stack.append(x)`` with a ``stack.pop()`` in the same file: pushes and pops stay balanced."""
+    text = text_of(value)
+    if text.startswith(f"{f.self_name}."):
+        text = text[len(f.self_name) + 1:]
+    return f"{text}.pop(" in f.module.text
 
 
 def _persistent_container(f, value) -> bool:
@@ -212,7 +283,7 @@ def _persistent_container(f, value) -> bool:
 @RULES.also("CG402", Each("self_stores"))
 def host_attribute_update(item, f):
     """``self.count += 1`` and ``self.total = self.total + 1`` on a Python number."""
-    attr, stmt, value = item
+    attr, stmt, value, _kind = item
     kind = attr_kind(f.cls, attr, f.project) if f.cls is not None else None
     if type(stmt) is ast.AugAssign:
         if type(stmt.value) is ast.Constant and isinstance(stmt.value.value, (int, float)) and not is_tensor(kind):
@@ -233,7 +304,7 @@ def global_update(f):
 @RULES.also("CG402", Region())
 def host_update_in_capture(region, ctx):
     """Host containers and counters that live outside the region, updated inside it."""
-    around = _around(region, ctx)
+    around = near.around(region, ctx)
     if around is None:
         return
     sf, start, end = around.facts, around.start, around.end
@@ -246,7 +317,7 @@ def host_update_in_capture(region, ctx):
                     yield found(c.node, what=f"`{value.id}.{c.meth}()`")
     for s in sf.stores:
         if s.aug and start <= s.node.lineno <= end and s.name in around.reads and not is_tensor(
-                _kind_before(sf, s.name, around.rs)):
+                near.kind_before(sf, s.name, around.rs)):
             yield found(s.node, what=f"`{s.name} {_op(s.node.op)}= ...`")
 
 
@@ -321,16 +392,23 @@ _SCALAR_ANNOTATIONS = ("int", "float", "bool")
         name="python-scalar",
         category="python-scalar",
         message="Python value `{what}` is read at capture{detail}: its value is baked into the graph and later changes are ignored",
-        compile_message="Python value `{what}` changes between calls{detail}: each new value recompiles or adds an uncaptured partition",
+        compile_message="Python value `{what}` changes between calls{detail}: each new value recompiles (then the "
+        "function runs eagerly past the recompile limit) or becomes an input the graph does not capture",
         fix="Hold the value in a GPU tensor created before capture and update it with `.fill_(value)` before each `replay()`.",
-        compile="info",
-        what="Checks for Python numbers read inside a captured region that change between steps: "
-        "names rebound after capture, module globals updated elsewhere, `self` attributes set outside "
-        "`__init__`, and scalar parameters of the captured function.",
+        compile="warning",
+        what="Checks for Python values read inside a captured region that change between replays (or "
+        "between calls of a compiled function): names rebound after the capture, attributes and globals "
+        "set after it (directly or by a method called there), optimizer param-group entries "
+        "(`group[\"lr\"] = ...`, a scheduler's `step()` when the learning rate is a Python number), and "
+        "Python numbers passed to a compiled function that change from call to call. A value that is "
+        "never changed after capture (a setting, a lazy cache, an import-time flag) is not reported.",
         why="A graph stores the kernels and their arguments as they were at capture. A learning rate, "
         "temperature or step count read from Python is one of those arguments: replays keep using "
-        "the captured value, with no error. Under `torch.compile` a changing Python scalar causes a "
-        "recompile, then becomes a dynamic input that is not captured.",
+        "the captured value, with no error. An optimizer step captured with a Python learning rate keeps "
+        "that rate, whatever a scheduler sets later. Under `torch.compile` (measured, "
+        "benchmarks/compile_hazards.py) a changed attribute or global recompiles the function on every "
+        "call until the recompile limit; a changing number argument recompiles once and then becomes a "
+        "dynamic input.",
         example=code("""
             import torch
 
@@ -355,53 +433,100 @@ _SCALAR_ANNOTATIONS = ("int", "float", "bool")
         """),
         gpu_check="torch.cuda.synchronize()\nok = torch.equal(y, x * 3.0)",
     ),
-    Body(),
+    Region(),
 )
-def python_scalar(f):
-    """Python numbers the function reads that change elsewhere: an attribute set outside, a module
-    global rebound, a number-typed parameter of the captured function."""
-    project = f.project
-    if f.cls is not None and f.self_loads:
-        updates = {}
-        for cls in f.cls.mro(project):
-            for attr, line in class_attrs(cls, project).scalar_updates.items():
-                updates.setdefault(attr, (line, cls))
-        if updates:
-            seen = set()
-            for node in f.self_loads:
-                attr = node.attr
-                if attr in updates and attr not in seen:
-                    seen.add(attr)
-                    line, cls = updates[attr]
-                    yield found(node, what=f"self.{attr}", detail=f" (it is set at L{line} in {cls.name})")
-    if type(f.fref.node) is not ast.Module:
-        mutable = mutable_globals(f.module, project)
-        if mutable:
-            local = {s.name for s in f.stores} | set(f.params)
-            seen = set()
-            for node in f.loads:
-                name = node.id
-                if name in mutable and name not in local and name not in seen and name not in f.global_names:
-                    seen.add(name)
-                    yield found(node, what=name, detail=f" (it is rebound at L{mutable[name]})")
-        for name, arg in f.param_nodes.items():
-            ann = arg.annotation
-            if type(ann) is ast.Name and ann.id in _SCALAR_ANNOTATIONS:
-                yield found(arg, root_only=True, what=name, detail=" (a Python-number parameter of the captured function)")
+def python_scalar(region, ctx):
+    """Python values the region reads that the code between replays (or calls) changes."""
+    changes = near.changes_between(region, ctx)
+    project = ctx.project
+    if changes:
+        reported = set()
+        for read in near.reads_in_region(region, ctx):
+            key = read.key
+            writes = changes.get(key)
+            if not writes:
+                continue
+            if _tensor_read(read, project):
+                continue
+            if key[0] == "attr":
+                writes = [w for w in writes if near.related(w.cls, read.cls, project)]
+                if not writes:
+                    continue
+            if not any(w.literal for w in writes) and not near.initial_literal(read, ctx):
+                continue  # no evidence that it is a Python number, flag or string (a tuple of tensors...)
+                report_key = (key, id(writes[0].cls))
+                what = f"{text_of(read.node.value)}.{key[1]}"
+            else:
+                report_key = key
+                what = key[-1]
+            if report_key in reported:
+                continue
+            reported.add(report_key)
+            yield found(read.node, module=read.module, chain=read.chain, what=what, detail=_changed_at(writes[0], read.module))
+    yield from _optimizer_groups(region, ctx, changes)
+    yield from _changing_arguments(region, ctx)
+    if region.kind == "declared":
+        for root in region.roots:
+            facts = facts_of(project, root)
+            for name in root.required_params:
+                ann = facts.param_nodes[name].annotation
+                if type(ann) is ast.Name and ann.id in _SCALAR_ANNOTATIONS:
+                    yield found(facts.param_nodes[name], module=root.module, what=name,
+                                detail=" (a Python-number parameter of the captured function)")
 
 
-@RULES.also("CG404", Region())
-def scalar_rebound_after_capture(region, ctx):
-    around = _around(region, ctx)
-    if around is None:
+def _tensor_read(read, project) -> bool:
+    """A tensor (or an object) where it is read: rebinding it is CG405's business, not a Python value."""
+    if read.key[0] == "attr":
+        kind = attr_kind(read.cls, read.key[1], project) if read.cls is not None else None
+    else:
+        kind = read.facts.infer(read.node) if read.facts is not None else None
+    return is_tensor(kind) or type(kind) is tuple
+
+
+def _changed_at(change, module) -> str:
+    """Where a value changes: the line between replays, and the setter it calls when there is one."""
+    where_module, node = change.via if change.via is not None else (change.module, change.node)
+    at = f"L{node.lineno}" if where_module is module else f"{where_module.path}:{node.lineno}"
+    if change.via is not None:
+        return f" (it is changed at {at}, by `{text_of(change.via[1].func)}()`)"
+    return f" (it is changed at {at})"
+
+
+def _optimizer_groups(region, ctx, changes):
+    """``group["lr"] = ...`` or a scheduler step after capturing an optimizer step."""
+    if region.klass != "manual":
         return
-    reported = set()
-    for s in around.facts.stores:
-        if s.name in reported or not around.rebound_later(s):
+    steps = near.optimizer_steps(region)
+    if not steps:
+        return
+    step = steps[0][1]
+    where = f" (by the optimizer step captured at L{step.node.lineno})"
+    for key, writes in changes.items():
+        if key[0] == "group":
+            for w in writes:
+                yield found(w.node, module=w.module, what=f'param_groups[...]["{key[1]}"]', detail=where)
+        elif key[0] == "scheduler" and not any(near.tensor_lr(c.recv) for _, c in steps):
+            for w in writes:
+                yield found(w.node, module=w.module, what='param_groups[...]["lr"] set by the scheduler', detail=where)
+
+
+def _changing_arguments(region, ctx):
+    """A compiled function called in a loop with a Python number that changes every iteration."""
+    for inv in near.invocations(region, ctx):
+        if not inv.loops:
             continue
-        if _kind_before(around.facts, s.name, around.rs) is None and _is_scalar_value(around.facts, s):
-            reported.add(s.name)
-            yield found(around.reads[s.name], what=s.name, detail=f" (it is rebound at L{s.node.lineno})")
+        facts, call = inv.facts, inv.call
+        args = [*call.node.args, *(kw.value for kw in call.node.keywords if kw.arg is not None)]
+        for arg in args:
+            if type(arg) is not ast.Name or is_tensor(facts.infer(arg)):
+                continue
+            for s in facts.stores:
+                if s.name == arg.id and any(lo <= s.node.lineno <= hi for lo, hi in inv.loops) \
+                        and near.python_number_binding(s):
+                    yield found(arg, module=facts.module, what=arg.id,
+                                detail=f" (passed here; it changes every iteration, set at L{s.node.lineno})")
+                    break
 
 
 @RULES.rule(
@@ -442,20 +567,20 @@ def scalar_rebound_after_capture(region, ctx):
     Region(),
 )
 def rebound_static_input(region, ctx):
-    around = _around(region, ctx)
+    around = near.around(region, ctx)
     if around is None:
         return
     sf, rs = around.facts, around.rs
     reported = set()
     for s in sf.stores:
-        if s.name in reported or not around.rebound_later(s) or not is_tensor(_kind_before(sf, s.name, rs)):
+        if s.name in reported or not around.rebound_later(s) or not is_tensor(near.kind_before(sf, s.name, rs)):
             continue
         if s.aug:
             continue  # x += y on a tensor updates it in place
         reported.add(s.name)
         yield found(s.node, what=s.name, line=region.line, how="rebound")
     for name, stmt in sf.dels:
-        if name in around.reads and around.later(stmt.lineno) and is_tensor(_kind_before(sf, name, rs)) \
+        if name in around.reads and around.later(stmt.lineno) and is_tensor(near.kind_before(sf, name, rs)) \
                 and name not in reported:
             reported.add(name)
             yield found(stmt, what=name, line=region.line, how="deleted")
@@ -520,7 +645,7 @@ def rebound_static_input(region, ctx):
     Each("self_stores"),
 )
 def state_rebound_in_region(item, f):
-    attr, stmt, value = item
+    attr, stmt, value, _kind = item
     if type(stmt) is ast.AugAssign or value is None or not _reads_self_attr(value, f.self_name, attr):
         return
     kind = attr_kind(f.cls, attr, f.project) if f.cls is not None else None
@@ -536,13 +661,19 @@ def state_rebound_in_region(item, f):
         trace_blind="keeping a graph output past the next replay happens after the region, in Python: a run has nothing to record; cgkit check reports it",
         category="static-address",
         message="graph output `{what}` is kept here without `.clone()`: the next replay overwrites it",
+        compile_message="output `{what}` of a CUDA-graph-compiled call is kept here past the next call{detail}: "
+        "that call overwrites it (\"accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run\")",
         fix="Store a copy: `{what}.clone()` (or copy the values you need to the host after the replay).",
-        compile=None,
-        what="Checks for outputs of a manual capture that are stored across replays (appended, put "
-        "in a container or attribute) without being cloned.",
+        compile="error",
+        what="Checks for graph outputs kept across replays without a copy: appended or put in a "
+        "container inside a loop that replays the graph, and, for `torch.compile` with CUDA graphs, "
+        "outputs of a compiled call that are kept (in a list, a container, an attribute or a variable "
+        "read again) past the next call of the same compiled function. Keeping the static outputs of a "
+        "manual graph on its runner object once, the usual pattern, is not reported.",
         why="A graph writes its outputs to the same memory on every replay. Keeping a reference to "
         "an output and replaying again overwrites the kept value: a list of per-step results ends up "
-        "holding the last step's values many times.",
+        "holding the last step's values many times. CUDA graph trees (`mode=\"reduce-overhead\"`) "
+        "reuse output memory the same way, and raise an error when an overwritten output is read.",
         example=code("""
             import torch
 
@@ -574,12 +705,82 @@ def state_rebound_in_region(item, f):
     Region(),
 )
 def output_kept_without_clone(region, ctx):
-    around = _around(region, ctx)
+    """An output of a manual capture put in a container in a loop that replays the graph."""
+    around = near.around(region, ctx)
     if around is None:
         return
-    for name, stmt in around.facts.escapes:
-        if name in around.stores and around.later(stmt.lineno) and not (around.rs <= stmt.lineno <= around.re):
+    sf = around.facts
+    replay_loops = [(lp.lineno, lp.end_lineno) for lp in sf.loops
+                    if any(c.meth == "replay" and lp.lineno <= c.node.lineno <= lp.end_lineno for c in sf.calls)]
+    for name, stmt in sf.escapes:
+        line = stmt.lineno
+        if name not in around.stores or (around.rs <= line <= around.re) or not around.later(line):
+            continue
+        if not any(lo <= line <= hi for lo, hi in replay_loops):
+            continue  # kept once (the runner's static outputs): the usual manual pattern
+        if _last_binding_line(sf, name, line) <= around.re:  # still the region's own output
             yield found(stmt, what=name)
+
+
+def _last_binding_line(sf, name: str, line: int) -> int:
+    last = 0
+    for s in sf.stores:
+        if s.name == name and s.node.lineno < line:
+            last = max(last, s.node.lineno)
+    return last
+
+
+@RULES.also("CG407", Region())
+def compiled_output_kept(region, ctx):
+    """``y = compiled(x)`` kept (in a container, an attribute, or a variable read later) past the
+    next call of the same compiled callable."""
+    for inv in near.invocations(region, ctx):
+        facts, call = inv.facts, inv.call
+        stmt = call.stmt
+        if type(stmt) is not ast.Assign or stmt.value is not call.node:
+            continue
+        names = [t.id for t in _flat_targets(stmt.targets) if type(t) is ast.Name]
+        if not names:
+            continue
+        others = [i.call.node for i in near.invocations(region, ctx) if i.facts is facts and i.call is not call]
+        for name in names:
+            yield from _kept(facts, name, stmt, call.node, others, inv.loops)
+
+
+def _kept(facts, name, stmt, call_node, others, loops):
+    """Where ``name`` (the result of ``call_node``) is kept past another call of the function."""
+    bound = stmt.end_lineno
+    rebinds = sorted(s.node.lineno for s in facts.stores if s.name == name and s.node.lineno > bound)
+    until = rebinds[0] if rebinds else 1 << 30
+    loop = next(((lo, hi) for lo, hi in loops if lo <= call_node.lineno <= hi), None)
+    for kept_name, where in facts.escapes:
+        line = where.lineno
+        if kept_name == name and bound < line < until and loop is not None and loop[0] <= line <= loop[1]:
+            yield found(where, module=facts.module, what=name, detail=" (the loop calls it again)")
+            return
+    later_calls = [n.lineno for n in others if bound < n.lineno < until]
+    if loop is None and later_calls:
+        first_call = min(later_calls)
+        for load in facts.loads:
+            if load.id == name and first_call < load.lineno < until:
+                yield found(stmt, module=facts.module, what=name,
+                            detail=f" (it is read at L{load.lineno}, after the call at L{first_call})")
+                return
+
+
+def _flat_targets(targets):
+    out = []
+    for t in targets:
+        if type(t) in (ast.Tuple, ast.List):
+            out.extend(_flat_targets(t.elts))
+        else:
+            out.append(t)
+    return out
+
+
+_CPU_RNG_STATE = frozenset(
+    "torch.get_rng_state torch.set_rng_state torch.random.get_rng_state torch.random.set_rng_state".split()
+)
 
 
 @RULES.rule(
@@ -591,8 +792,10 @@ def output_kept_without_clone(region, ctx):
         compile_message="`{what}` reads or reseeds the RNG state inside a compiled region: graph break here",
         fix="Seed before capture. To save and restore generator state around graphs use "
         "`Generator.graphsafe_get_state()` / `graphsafe_set_state()`.",
-        what="Checks for `torch.manual_seed`, `torch.cuda.manual_seed(_all)`, `get_rng_state`, "
-        "`set_rng_state` and `Generator.manual_seed/get_state/set_state` inside a captured region.",
+        what="Checks for `torch.manual_seed`, `torch.cuda.manual_seed(_all)`, `torch.cuda.get_rng_state`, "
+        "`torch.cuda.set_rng_state` and `Generator.manual_seed/get_state/set_state` inside a captured "
+        "region. The CPU generator's `torch.get_rng_state()`/`set_rng_state()` are not reported: "
+        "captured CUDA work does not use that generator (activation checkpointing saves it by design).",
         why="While a graph is captured, the CUDA generator hands out offsets that replays advance; "
         "seeding or reading its state at that moment is refused. Even a CPU seed call inside the "
         "region runs only once, so replays do not reseed.",
@@ -620,7 +823,8 @@ def output_kept_without_clone(region, ctx):
 )
 def rng_state_in_region(c, f):
     if c.qual is not None:
-        if c.qual not in _HOST_SEEDS:
+        # The CPU generator's state: captured CUDA work never reads it, and reading it is a CPU copy.
+        if c.qual not in _HOST_SEEDS and c.qual not in _CPU_RNG_STATE:
             yield found(c.node, c.stmt, what=c.qual)
     elif type(c.recv) is tuple and c.recv[0] == "generator":
         yield found(c.node, c.stmt, what=f"{text_of(c.node.func.value)}.{c.meth}()")
@@ -752,72 +956,3 @@ def _is_number(node) -> bool:
 
 def _op(op) -> str:
     return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(op), "?")
-
-
-@dataclass
-class _Around:
-    """What the region rules read of the code around a manual capture (computed once per region)."""
-
-    facts: object  # the facts of the function that holds the capture
-    start: int  # the capture's span
-    end: int
-    rs: int  # the capture statement's lines
-    re: int
-    loops: list  # (first, last) lines of the loops around it
-    stores: dict  # names stored inside the span -> first store
-    reads: dict  # names read inside the span before any store there -> first read
-
-    def later(self, line: int) -> bool:
-        """Runs after the capture: below it, or anywhere in a loop around it."""
-        return line > self.re or any(lo <= line <= hi for lo, hi in self.loops)
-
-    def rebound_later(self, store) -> bool:
-        line = store.node.lineno
-        return store.name in self.reads and not (self.rs <= line <= self.re) and self.later(line)
-
-
-def _around(region, ctx) -> _Around | None:
-    if region.span is None or region.scope is None:
-        return None
-    return ctx.memo(("around", id(region)), lambda: _compute_around(region, ctx))
-
-
-def _compute_around(region, ctx) -> _Around:
-    sf = facts_of(ctx.project, region.scope)
-    start, end = region.span
-    loops = [(a.lineno, a.end_lineno) for a in region.ancestors if type(a) in (ast.For, ast.While, ast.AsyncFor)]
-    stores = {}
-    for s in sf.stores:
-        if start <= s.node.lineno <= end:
-            stores.setdefault(s.name, s)
-    reads: dict[str, ast.Name] = {}
-    for n in sf.loads:
-        if start <= n.lineno <= end and n.id not in reads:
-            store = stores.get(n.id)
-            if store is None or store.node.lineno > n.lineno:
-                reads[n.id] = n
-    return _Around(sf, start, end, region.stmt.lineno, region.stmt.end_lineno, loops, stores, reads)
-
-
-def _kind_before(sf, name: str, line: int):
-    kind = None
-    for s in sf.stores:
-        if s.name == name and s.node.lineno < line:
-            kind = s.kind
-    return kind
-
-
-def _is_scalar_value(sf, store) -> bool:
-    node = store.node
-    value = getattr(node, "value", None)
-    if store.loop_target:
-        it = getattr(node, "iter", None)
-        return type(it) is ast.Call and type(it.func) is ast.Name and it.func.id in ("range", "enumerate")
-    if value is None:
-        return False
-    if store.aug:
-        return _is_number(value) or type(value) is ast.Name or type(value) is ast.BinOp
-    for sub in ast.walk(value):
-        if type(sub) is ast.Call:
-            return False
-    return True

@@ -193,13 +193,23 @@ def hooks_before_graphing(region, ctx):
     sf = facts_of(ctx.project, region.scope)
     rs = region.stmt.lineno
     names = {text_of(t) for t in region.targets}
+    hooks = []  # (module, call, text)
     for c in sf.calls:
         if c.meth in _HOOK_METHODS and c.node.lineno < rs and text_of(c.node.func.value) in names:
-            yield found(c.node, what=f"{text_of(c.node.func.value)}.{c.meth}()")
+            hooks.append((region.module, c.node, f"{text_of(c.node.func.value)}.{c.meth}()"))
     for root in region.roots:
         if root.cls is not None:
-            for call in class_attrs(root.cls, ctx.project).hooks:
-                yield found(call, module=root.cls.module, what=f"self.{call.func.attr}()")
+            for klass in root.cls.mro(ctx.project):
+                for call in class_attrs(klass, ctx.project).hooks:
+                    if call.func.attr in _HOOK_METHODS:  # not load_state_dict or state_dict hooks
+                        hooks.append((klass.module, call, f"self.{call.func.attr}() in {klass.name}"))
+    for module, call, what in hooks:
+        yield found(call, module=module, what=what)
+    if hooks:  # and at the graphing call, where the assertion will fire
+        module, call, what = hooks[0]
+        where = f"L{call.lineno}" if module is region.module else f"{module.path}:{call.lineno}"
+        more = f" and {len(hooks) - 1} more" if len(hooks) > 1 else ""
+        yield found(region.node, what=f"{what} ({where}){more}")
 
 
 def _ddp_constructions(region, ctx) -> list:
@@ -597,7 +607,7 @@ def graph_object_reused(region, ctx):
     stores = [s.node.lineno for s in sf.stores if s.name == name]
     earlier = [r for r in ctx.regions_in_scope(region) if r is not region and r.stmt.lineno < rs]
     for other in earlier:
-        if type(other.graph_expr) is ast.Name and other.graph_expr.id == name:
+        if type(other.graph_expr) is ast.Name and other.graph_expr.id == name and not _exclusive(other, region):
             if not any(other.stmt.lineno < line < rs for line in stores) and not _reset_between(
                     sf, name, other.stmt.lineno, rs):
                 yield found(graph, what=name, line=other.stmt.lineno)
@@ -609,6 +619,21 @@ def graph_object_reused(region, ctx):
             ):
                 yield found(graph, what=name, line=rs)
                 return
+
+
+def _exclusive(a, b) -> bool:
+    """Two captures in different branches of one ``if``/``else`` (or ``try`` handlers): only one runs."""
+    for anc in a.ancestors:
+        if anc in b.ancestors and type(anc) is ast.If:
+            in_body_a = _within(a.stmt, anc.body)
+            in_body_b = _within(b.stmt, anc.body)
+            if in_body_a != in_body_b:
+                return True
+    return False
+
+
+def _within(stmt, body) -> bool:
+    return bool(body) and body[0].lineno <= stmt.lineno <= body[-1].end_lineno
 
 
 def _reset_between(sf, name: str, lo: int, hi: int) -> bool:

@@ -1,0 +1,449 @@
+"""The code around a region: what runs between two replays of a capture, or between two calls of a
+compiled function, and which Python values it changes.
+
+A graph replays what it recorded; a compiled function guards on the Python values it read. Both go
+wrong only when a value *changes* between replays or calls, so the rules that report Python values
+(CG404) and kept outputs (CG407) ask this module two questions:
+
+* :func:`around` -- for a manual capture with a span (``with torch.cuda.graph``, ``capture_begin``):
+  which lines of the function holding it run after the capture (below it, or in a loop around a
+  capture that runs only once);
+* :func:`invocations` -- for a compiled region: where the compiled callable is called, and the
+  loops around those calls;
+
+and :func:`changes_between` gathers the writes in that code (names, attributes, optimizer
+param-group entries), and those of the functions it calls (setters), one level down.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from cgkit.check.facts import facts_of, is_tensor
+from cgkit.check.names import dotted
+from cgkit.check.project import FUNC_TYPES, ClassIndex, FuncRef
+
+_LOOPS = (ast.For, ast.While, ast.AsyncFor)
+_CONDITIONAL = (ast.If, ast.Try, ast.Match) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+GROUP_KEYS = frozenset(("lr", "weight_decay", "betas", "momentum", "eps", "dampening", "initial_lr"))
+
+
+# -- after a manual capture ----------------------------------------------------------------------
+@dataclass
+class Around:
+    """What the region rules read of the code around a manual capture (computed once per region)."""
+
+    facts: object  # the facts of the function that holds the capture
+    start: int  # the capture's span
+    end: int
+    rs: int  # the capture statement's lines
+    re: int
+    loops: list  # (first, last) lines of the loops around it in which the capture runs only once
+    stores: dict  # names stored inside the span -> first store
+    reads: dict  # names read inside the span before any store there -> first read
+
+    def later(self, line: int) -> bool:
+        """Runs after the capture: below it, or anywhere in a loop that replays what it captured once."""
+        return line > self.re or any(lo <= line <= hi for lo, hi in self.loops)
+
+    def rebound_later(self, store) -> bool:
+        line = store.node.lineno
+        return store.name in self.reads and not (self.rs <= line <= self.re) and self.later(line)
+
+    def between_replays(self, line: int) -> bool:
+        return self.later(line) and not (self.rs <= line <= self.re)
+
+
+def around(region, ctx) -> Around | None:
+    if region.span is None or region.scope is None:
+        return None
+    return ctx.memo(("around", id(region)), lambda: _compute_around(region, ctx))
+
+
+def _compute_around(region, ctx) -> Around:
+    sf = facts_of(ctx.project, region.scope)
+    start, end = region.span
+    stores = {}
+    for s in sf.stores:
+        if start <= s.node.lineno <= end:
+            stores.setdefault(s.name, s)
+    reads: dict[str, ast.Name] = {}
+    for n in sf.loads:
+        if start <= n.lineno <= end and n.id not in reads:
+            store = stores.get(n.id)
+            if store is None or store.node.lineno > n.lineno:
+                reads[n.id] = n
+    return Around(sf, start, end, region.stmt.lineno, region.stmt.end_lineno, replay_loops(region), stores, reads)
+
+
+def replay_loops(region) -> list[tuple[int, int]]:
+    """Loops around a capture in which it does not run on every iteration (``if step == 0:``
+    captures, the other iterations replay). A loop whose body captures unconditionally records a
+    new graph each time: what it rebinds before the capture is the next graph's input, not a
+    change under an existing graph."""
+    out = []
+    ancestors = region.ancestors
+    for i, anc in enumerate(ancestors):
+        if type(anc) in _LOOPS and any(type(inner) in _CONDITIONAL for inner in ancestors[i + 1 :]):
+            out.append((anc.lineno, anc.end_lineno))
+    return out
+
+
+# -- calls of a compiled function ----------------------------------------------------------------
+@dataclass
+class Invocation:
+    """One call of a compiled callable: the function that makes it, the call, the loops around it."""
+
+    facts: object
+    call: object  # facts.CallSite
+    loops: list = field(default_factory=list)  # (first, last) lines of the loops around the call
+
+
+def invocations(region, ctx) -> list[Invocation]:
+    """Where the callable compiled by a ``torch.compile`` region is called (same file)."""
+    if region.klass != "compile":
+        return []
+    return ctx.memo(("invocations", id(region)), lambda: _compute_invocations(region, ctx))
+
+
+def compiled_names(region) -> list[str]:
+    """The expressions the compiled callable is called through: ``model``, ``self.model``, ``step``."""
+    stmt = region.stmt
+    if type(stmt) in FUNC_TYPES:  # @torch.compile(...) def step(...)
+        return [] if region.roots and region.roots[0].cls is not None else [stmt.name]
+    if type(stmt) is ast.Assign and stmt.value is region.node:
+        return [_text(t) for t in stmt.targets if _text(t)]
+    if type(stmt) is ast.AnnAssign and stmt.value is region.node and _text(stmt.target):
+        return [_text(stmt.target)]
+    return []
+
+
+def _compute_invocations(region, ctx) -> list[Invocation]:
+    names = compiled_names(region)
+    if not names:
+        return []
+    module = region.module
+    project = ctx.project
+    out = []
+    for fref in _functions_mentioning(module, names, region):
+        facts = facts_of(project, fref)
+        for call in facts.calls:
+            if _text(call.node.func) in names and call.node is not region.node:
+                line = call.node.lineno
+                loops = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= line <= lp.end_lineno]
+                out.append(Invocation(facts, call, loops))
+    return out
+
+
+def _functions_mentioning(module, names: list[str], region) -> list[FuncRef]:
+    """The module's code (top level, functions, methods) whose text mentions one of ``names``."""
+    words = {n.rsplit(".", 1)[-1] for n in names}
+    out = [module.body_ref]
+    lines = module.lines
+
+    def mentions(node) -> bool:
+        text = "\n".join(lines[node.lineno - 1 : node.end_lineno])
+        return any(w in text for w in words)
+
+    for name, node in module.defs.items():
+        if mentions(node):
+            out.append(FuncRef(module, node, None, name))
+    for cls in module.classes.values():
+        for name, node in cls.methods.items():
+            if mentions(node):
+                out.append(FuncRef(module, node, cls, name))
+    return out
+
+
+# -- what changes between replays or calls -------------------------------------------------------
+@dataclass
+class Change:
+    """A write between replays/calls: where, and (for attributes) the class of the object."""
+
+    module: object
+    node: object
+    cls: ClassIndex | None = None
+    via: object = None  # the call between replays that made the write, when it was made in a callee
+    literal: bool = False  # the value written is a Python number, flag or string by its own evidence
+
+
+def changes_between(region, ctx) -> dict[tuple, list[Change]]:
+    """Writes that run between two replays (manual) or two calls (compiled) of the region, by key:
+    ``("local", scope key, name)``, ``("global", path, name)``, ``("attr", name)`` (with the class in
+    the Change), ``("group", key)`` for optimizer param-group entries (``"lr"``...) and
+    ``("scheduler",)`` for learning-rate scheduler steps."""
+    return ctx.memo(("changes", id(region)), lambda: _compute_changes(region, ctx))
+
+
+def _compute_changes(region, ctx) -> dict:
+    out: dict[tuple, list[Change]] = {}
+    project = ctx.project
+    if region.klass == "compile":
+        for inv in invocations(region, ctx):
+            if inv.loops:
+                loops = inv.loops
+                _writes(inv.facts, lambda line, loops=loops: any(lo <= line <= hi for lo, hi in loops), ctx, out)
+        return out
+    if region.scope is None:
+        return out
+    near = around(region, ctx)
+    if near is not None:
+        _writes(near.facts, near.between_replays, ctx, out)
+    else:  # make_graphed_callables: the graphed callables run below the graphing call
+        end = region.stmt.end_lineno
+        _writes(facts_of(project, region.scope), lambda line: line > end, ctx, out)
+    return out
+
+
+def _writes(sf, between, ctx, out: dict) -> None:
+    project = ctx.project
+    is_module = type(sf.fref.node) is ast.Module
+    for s in sf.stores:
+        line = s.node.lineno
+        if not between(line) or is_tensor(s.kind) or type(s.kind) is tuple or not python_number_binding(s):
+            continue
+        change = Change(sf.module, s.node, literal=True)
+        out.setdefault(("local", sf.fref.key, s.name), []).append(change)
+        if is_module or s.name in sf.global_names:
+            out.setdefault(("global", sf.module.path, s.name), []).append(change)
+    for owner, attr, stmt in sf.attr_stores:
+        if between(stmt.lineno) and _python_value(sf, stmt):
+            kind = sf.infer(owner)
+            if type(kind) is tuple and kind[0] == "inst":
+                out.setdefault(("attr", attr), []).append(Change(sf.module, stmt, kind[1], literal=_literal_store(sf, stmt)))
+    if sf.cls is not None:
+        for store in sf.self_stores:
+            if between(store.stmt.lineno) and not is_tensor(store.kind) and type(store.kind) is not tuple:
+                out.setdefault(("attr", store.attr), []).append(
+                    Change(sf.module, store.stmt, sf.cls, literal=_literal_store(sf, store.stmt)))
+    for target, stmt in sf.item_stores:
+        if between(stmt.lineno):
+            key = group_key(sf, target)
+            if key is not None:
+                out.setdefault(("group", key), []).append(Change(sf.module, stmt))
+    for c in sf.calls:
+        line = c.node.lineno
+        if not between(line):
+            continue
+        if c.meth == "step" and type(c.recv) is tuple and c.recv[0] == "scheduler":
+            out.setdefault(("scheduler",), []).append(Change(sf.module, c.node))
+            continue
+        for target in ctx.resolve(sf, c):
+            _writes_in_callee(facts_of(project, target), (sf.module, c.node), out)
+
+
+def _writes_in_callee(tf, via, out: dict) -> None:
+    """A function called between replays: what it stores on ``self`` and in globals, all of it."""
+    if tf.cls is not None and tf.fref.name != "__init__":
+        for store in tf.self_stores:
+            if not is_tensor(store.kind) and type(store.kind) is not tuple:
+                out.setdefault(("attr", store.attr), []).append(
+                    Change(tf.module, store.stmt, tf.cls, via, _literal_store(tf, store.stmt)))
+    for s in tf.stores:
+        if s.name in tf.global_names and not is_tensor(s.kind) and type(s.kind) is not tuple:
+            out.setdefault(("global", tf.module.path, s.name), []).append(
+                Change(tf.module, s.node, None, via, _literal_store(tf, s.node)))
+    for target, stmt in tf.item_stores:
+        key = group_key(tf, target)
+        if key is not None:
+            out.setdefault(("group", key), []).append(Change(tf.module, stmt, None, via))
+
+
+def python_number_binding(store) -> bool:
+    """A binding that evidence says holds a Python number: a literal or arithmetic, a counter, the
+    index of ``range``/``enumerate``. Calls are unknown, and are not guessed at."""
+    node = store.node
+    if store.loop_target:
+        it = getattr(node, "iter", None)
+        if type(it) is not ast.Call or type(it.func) is not ast.Name:
+            return False
+        if it.func.id == "range":
+            return True
+        if it.func.id == "enumerate":
+            target = node.target
+            return type(target) is ast.Tuple and bool(target.elts) and type(target.elts[0]) is ast.Name \
+                and target.elts[0].id == store.name
+        return False
+    value = getattr(node, "value", None)
+    if value is None:
+        return False
+    if store.aug:
+        return True
+    return _number_expr(value)
+
+
+def _number_expr(value) -> bool:
+    """A literal number (or bool), or arithmetic with one: ``0.1``, ``lr * 0.9``, ``-1``, ``1 / (step + 1)``."""
+    t = type(value)
+    if t is ast.Constant:
+        return isinstance(value.value, (int, float, complex)) and value.value is not None
+    if t is ast.UnaryOp:
+        return _number_expr(value.operand)
+    if t is ast.BinOp:
+        if any(type(sub) is ast.Call for sub in ast.walk(value)):
+            return False
+        return _number_expr(value.left) or _number_expr(value.right)
+    if t is ast.IfExp:
+        return _number_expr(value.body) and _number_expr(value.orelse)
+    return False
+
+
+def scalar_literal(value) -> bool:
+    """A Python number, bool or string written as such: ``2.0``, ``True``, ``"sbhd"``, ``lr * 0.9``."""
+    if type(value) is ast.Constant:
+        return isinstance(value.value, (int, float, complex, str)) and value.value is not None
+    return _number_expr(value)
+
+
+def _literal_store(facts, stmt) -> bool:
+    """What a store writes is a Python scalar by evidence: a literal or arithmetic, a counter, or a
+    parameter annotated as a number (``def set_scale(self, s: float)``)."""
+    if type(stmt) is ast.AugAssign:
+        return True
+    value = getattr(stmt, "value", None)
+    if value is None:
+        return False
+    if type(value) is ast.Name and value.id in facts.param_nodes:
+        return value.id in facts.scalar_params
+    return scalar_literal(value)
+
+
+def initial_literal(read, ctx) -> bool:
+    """The value a region reads starts as a Python scalar: ``self.scale = 2.0`` in ``__init__``, or a
+    module-level ``temperature = 1.0``."""
+    key = read.key
+    project = ctx.project
+    if key[0] == "attr" and read.cls is not None:
+        for klass in read.cls.mro(project):
+            init = klass.methods.get("__init__")
+            if init is None:
+                continue
+            for store in facts_of(project, FuncRef(klass.module, init, klass, "__init__")).self_stores:
+                if store.attr == key[1] and store.value is not None:
+                    return scalar_literal(store.value)
+        return False
+    if key[0] == "global":
+        module = read.module
+        for s in facts_of(project, module.body_ref).stores:
+            if s.name == key[-1] and not s.aug:
+                return scalar_literal(getattr(s.node, "value", None))
+    return False
+
+
+def _python_value(sf, stmt) -> bool:
+    """``obj.attr = value`` where the value is not a tensor or an object we know (a number, a flag,
+    a string or a call's result)."""
+    value = getattr(stmt, "value", None)
+    if type(stmt) is ast.AugAssign:
+        return True
+    if value is None:
+        return False
+    kind = sf.infer(value)
+    return not is_tensor(kind) and type(kind) is not tuple
+
+
+def group_key(facts, target: ast.Subscript) -> str | None:
+    """``g["lr"]`` where ``g`` iterates ``opt.param_groups``, or ``opt.param_groups[0]["lr"]``."""
+    key = target.slice
+    if type(key) is not ast.Constant or key.value not in GROUP_KEYS:
+        return None
+    owner = target.value
+    if type(owner) is ast.Subscript and type(owner.value) is ast.Attribute and owner.value.attr == "param_groups":
+        return key.value
+    if type(owner) is ast.Name:
+        for s in facts.stores:
+            if s.name == owner.id and s.loop_target:
+                it = getattr(s.node, "iter", None)
+                if type(it) is ast.Attribute and it.attr == "param_groups":
+                    return key.value
+    return None
+
+
+# -- what a region reads ---------------------------------------------------------------------------
+@dataclass
+class Read:
+    key: tuple
+    module: object
+    node: object
+    cls: ClassIndex | None = None
+    facts: object = None  # the function where it is read
+    chain: list = field(default_factory=list)  # the calls from the region to that function
+
+
+def reads_in_region(region, ctx) -> list[Read]:
+    """The Python values the region's code reads: the capture scope's own names (read before the
+    region sets them), globals, ``self`` attributes and attributes of known objects."""
+    out = []
+    near = around(region, ctx)
+    scope_key = region.scope.key if region.scope is not None else None
+    for facts, (lo, hi), chain in region.reached:
+        in_scope = near is not None and facts.fref.key == scope_key
+        if in_scope:
+            for name, node in near.reads.items():
+                out.append(Read(("local", scope_key, name), facts.module, node, None, facts, chain))
+        local = {s.name for s in facts.stores} | set(facts.params)
+        is_module = type(facts.fref.node) is ast.Module
+        for node in facts.loads:
+            if lo <= node.lineno <= hi and (is_module or (node.id not in local or node.id in facts.global_names)):
+                out.append(Read(("global", facts.module.path, node.id), facts.module, node, None, facts, chain))
+        if facts.cls is not None:
+            for node in facts.self_loads:
+                if lo <= node.lineno <= hi:
+                    out.append(Read(("attr", node.attr), facts.module, node, facts.cls, facts, chain))
+        for node in facts.attr_loads:
+            if lo <= node.lineno <= hi:
+                kind = facts.infer(node.value)
+                if type(kind) is tuple and kind[0] == "inst":
+                    out.append(Read(("attr", node.attr), facts.module, node, kind[1], facts, chain))
+    return out
+
+
+def related(a: ClassIndex | None, b: ClassIndex | None, project) -> bool:
+    """Whether an attribute written on an object of class ``a`` can be the one read as ``b``'s."""
+    if a is None or b is None:
+        return True
+    return a is b or a in b.mro(project) or b in a.mro(project)
+
+
+def optimizer_steps(region) -> list:
+    """``opt.step()`` calls the region runs (facts, call), for param-group values read at capture."""
+    out = []
+    for facts, (lo, hi), _chain in region.reached:
+        for c in facts.calls:
+            if c.meth == "step" and lo <= c.node.lineno <= hi and type(c.recv) is tuple and c.recv[0] == "optim":
+                out.append((facts, c))
+    return out
+
+
+def tensor_lr(optimizer_kind) -> bool:
+    """``Adam(..., lr=torch.tensor(1e-3))``: schedulers then fill the tensor in place."""
+    ctor = optimizer_kind[2] if len(optimizer_kind) > 2 else None
+    if type(ctor) is not ast.Call:
+        return False
+    for kw in ctor.keywords:
+        if kw.arg == "lr" and type(kw.value) is ast.Call:
+            parts = dotted(kw.value.func)
+            return bool(parts) and parts[-1] in ("tensor", "full", "as_tensor", "ones", "zeros")
+    return False
+
+
+def _text(node) -> str | None:
+    parts = dotted(node)
+    return ".".join(parts) if parts else None
+
+
+__all__ = [
+    "Around", "Change", "Invocation", "Read", "around", "changes_between", "compiled_names", "group_key",
+    "initial_literal", "invocations", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
+    "replay_loops", "tensor_lr",
+]
+
+
+def kind_before(sf, name: str, line: int):
+    """The kind of ``name`` as last stored above ``line`` in ``sf`` (None when unknown)."""
+    kind = None
+    for s in sf.stores:
+        if s.name == name and s.node.lineno < line:
+            kind = s.kind
+    return kind
