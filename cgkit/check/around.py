@@ -209,9 +209,9 @@ def _writes(sf, between, ctx, out: dict) -> None:
             out.setdefault(("global", sf.module.path, s.name), []).append(change)
     for owner, attr, stmt in sf.attr_stores:
         if between(stmt.lineno) and _python_value(sf, stmt):
-            kind = sf.infer(owner)
-            if type(kind) is tuple and kind[0] == "inst":
-                out.setdefault(("attr", attr), []).append(Change(sf.module, stmt, kind[1], literal=_literal_store(sf, stmt)))
+            cls = instance_class(sf, sf.infer(owner))
+            if cls is not None:
+                out.setdefault(("attr", attr), []).append(Change(sf.module, stmt, cls, literal=_literal_store(sf, stmt)))
     if sf.cls is not None:
         for store in sf.self_stores:
             if between(store.stmt.lineno) and not is_tensor(store.kind) and type(store.kind) is not tuple:
@@ -393,10 +393,25 @@ def reads_in_region(region, ctx) -> list[Read]:
                     out.append(Read(("attr", node.attr), facts.module, node, facts.cls, facts, chain))
         for node in facts.attr_loads:
             if lo <= node.lineno <= hi:
-                kind = facts.infer(node.value)
-                if type(kind) is tuple and kind[0] == "inst":
-                    out.append(Read(("attr", node.attr), facts.module, node, kind[1], facts, chain))
+                cls = instance_class(facts, facts.infer(node.value))
+                if cls is not None:
+                    out.append(Read(("attr", node.attr), facts.module, node, cls, facts, chain))
     return out
+
+
+def instance_class(facts, kind, _depth: int = 0) -> ClassIndex | None:
+    """The class of an object: an instance, the module inside ``torch.compile(...)`` (whose
+    attributes it forwards) or inside ``DistributedDataParallel(...)``."""
+    if type(kind) is not tuple or _depth > 3:
+        return None
+    if kind[0] == "inst":
+        return kind[1]
+    if kind[0] == "compiled":
+        call = kind[1]
+        return instance_class(facts, facts.infer(call.args[0]), _depth + 1) if call.args else None
+    if kind[0] == "ddp" and len(kind) > 2:
+        return instance_class(facts, kind[2], _depth + 1)
+    return None
 
 
 def related(a: ClassIndex | None, b: ClassIndex | None, project) -> bool:
@@ -435,7 +450,7 @@ def _text(node) -> str | None:
 
 __all__ = [
     "Around", "Change", "Invocation", "Read", "around", "changes_between", "compiled_names", "group_key",
-    "initial_literal", "invocations", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
+    "initial_literal", "instance_class", "invocations", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
     "replay_loops", "tensor_lr",
 ]
 

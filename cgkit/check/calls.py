@@ -36,11 +36,13 @@ def resolve_call(facts, call) -> list[FuncRef]:
         if name in module.defs and not (facts.local_imports and name in facts.local_imports):
             return [FuncRef(module, module.defs[name], None, name)]
         if name in module.classes:
-            return []  # constructing an object: __init__ is not part of the captured work
+            return _constructor(module.classes[name], project)
         if call.qual is not None:
             target = project.lookup(call.qual)
             if isinstance(target, FuncRef):
                 return [target]
+            if isinstance(target, ClassIndex):
+                return _constructor(target, project)
         return []
     if t is ast.Attribute:
         value = func.value
@@ -77,6 +79,12 @@ def resolve_call(facts, call) -> list[FuncRef]:
     return []
 
 
+def _constructor(cls: ClassIndex, project) -> list[FuncRef]:
+    """An object built inside a region runs its ``__init__`` there (allocations, host code)."""
+    init = cls.find_method("__init__", project)
+    return [init] if init is not None else []
+
+
 def walk(region, project, scan, emit) -> list:
     """Visit every function the region reaches; ``scan(facts)`` lists a function's hazards (computed once
     per function), and ``emit(hazard, facts, chain)`` is called for each one inside the region.
@@ -91,6 +99,10 @@ def walk(region, project, scan, emit) -> list:
         queue.append((region.scope, region.span, [], True))
     for root in region.roots:
         queue.append((root, None, [_step(root, None)], True))
+    for passed in region.passed:  # callables handed to a capture helper by its callers
+        caller_step = {**_step(passed.caller, None), "line": passed.call.lineno}
+        chain = [caller_step, _step(passed.target, passed.call.lineno)]
+        queue.append((passed.target, None, chain, False))
     head = 0
     while head < len(queue):
         fref, span, chain, is_root = queue[head]

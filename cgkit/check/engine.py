@@ -14,7 +14,7 @@ import os
 import traceback
 import warnings
 
-from cgkit.check import calls, noqa, regions
+from cgkit.check import calls, noqa, passed, regions
 from cgkit.check.config import Config, load_config
 from cgkit.check.model import CheckResult, Finding
 from cgkit.check.project import ModuleIndex, Project
@@ -181,24 +181,37 @@ class Checker:
                     found.extend(regions.declared_regions(module, self.region_names))
             except Exception:  # noqa: BLE001 - one file's internal error must not stop the others
                 self._internal_error(module.path, "finding regions")
-        if not found:
-            for module in self.project.checked:
-                try:
-                    found.extend(regions.candidate_regions(module, self.project))
-                except Exception:  # noqa: BLE001
-                    self._internal_error(module.path, "finding candidate regions")
         found.sort(key=lambda r: (_KLASS_ORDER[r.klass], r.module.path, r.line))
         ctx = RegionContext(self.project, found)
+        self._analyse_all(found, ctx)
+        # A file that no region covers (none in it, none reaching into it) gets its candidates: each
+        # module forward and training step, reported as info. Per file, so what a file gets does
+        # not depend on which other files are on the command line.
+        covered = {region.module.path for region in found}
+        for region in found:
+            covered.update(facts.module.path for facts, _span, _chain in region.reached)
+        candidates = []
+        for module in self.project.checked:
+            if module.path not in covered:
+                try:
+                    candidates.extend(regions.candidate_regions(module, self.project))
+                except Exception:  # noqa: BLE001
+                    self._internal_error(module.path, "finding candidate regions")
+        self._analyse_all(candidates, RegionContext(self.project, candidates))
+        self.findings.sort(key=Finding.sort_key)
+        self.project.release()  # findings are plain data: nothing needs the index any more
+        return CheckResult(self.findings, self.errors, files=self.files, lines=self.lines, regions=self.regions)
+
+    def _analyse_all(self, found, ctx: RegionContext) -> None:
         for region in found:
             try:
                 self._analyse(region, ctx)
             except Exception:  # noqa: BLE001
                 self._internal_error(region.module.path, f"analysing the region at line {region.line}")
-        self.findings.sort(key=Finding.sort_key)
-        self.project.release()  # findings are plain data: nothing needs the index any more
-        return CheckResult(self.findings, self.errors, files=self.files, lines=self.lines, regions=self.regions)
 
     def _analyse(self, region, ctx: RegionContext) -> None:
+        region.passed = passed.passed_callables(region, self.project)
+
         def emit(hazard, facts, chain):
             self._emit(hazard.code, facts.module, hazard.node, hazard.args, region, chain, hazard.stmt)
 

@@ -354,6 +354,9 @@ class Facts:
             if last in _MASK_FUNCS:
                 return MASK
             if last in _CPU_FACTORIES and len(parts) == 2:
+                pinned = _kw(e, "pin_memory")
+                if type(pinned) is ast.Constant and pinned.value is True:
+                    return TENSOR  # pinned host memory: copies from it are asynchronous (like .pin_memory())
                 device = _kw(e, "device")
                 if last == "from_numpy" or device is None:
                     return CPU
@@ -426,6 +429,10 @@ class Facts:
                 self.kinds[a.arg] = TENSOR
             elif _is_scalar_annotation(a.annotation) or _is_scalar_default(defaults.get(a.arg)):
                 self.scalar_params.add(a.arg)
+            elif a.annotation is not None:
+                cls = self._annotated_class(a.annotation)
+                if cls is not None:  # ``model: Transformer``: calling it runs Transformer.forward
+                    self.kinds[a.arg] = ("inst", cls)
         seeds = self.project.param_seeds.get(id(fn))
         if seeds:
             for name, kind in seeds.items():
@@ -436,6 +443,33 @@ class Facts:
         if self.cls is not None and first and not any(_decorator_name(d) == "staticmethod" for d in fn.decorator_list):
             self.self_name = first[0].arg
             self.params.remove(first[0].arg)
+
+    def _annotated_class(self, annotation) -> ClassIndex | None:
+        """The project class an annotation names: ``Transformer``, ``"Transformer"``,
+        ``Optional[Transformer]``, ``Transformer | None``, ``models.Transformer``."""
+        node = annotation
+        if type(node) is ast.Constant and isinstance(node.value, str):
+            try:
+                node = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if type(node) is ast.BinOp and type(node.op) is ast.BitOr:
+            left, right = node.left, node.right
+            if type(right) is ast.Constant and right.value is None:
+                node = left
+            elif type(left) is ast.Constant and left.value is None:
+                node = right
+            else:
+                return None
+        if type(node) is ast.Subscript:
+            parts = dotted(node.value)
+            if not parts or parts[-1] != "Optional":
+                return None
+            node = node.slice
+        if dotted(node) is None:
+            return None
+        target = self.module.resolve_expr(node, self.project, self.local_imports)
+        return target if isinstance(target, ClassIndex) else None
 
     def _store_target(self, target, kind, stmt, aug=False, loop_target=False, at=None) -> None:
         """Bind ``target`` to ``kind``; the binding takes effect at position ``at`` (default: the end

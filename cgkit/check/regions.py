@@ -56,6 +56,7 @@ class Region:
         self.graph_expr = None  # ``g`` in torch.cuda.graph(g) / g.capture_begin()
         self.targets: list[ast.expr] = []  # callables passed to make_graphed_callables / compile
         self.reached: list = []  # (facts, (first, last line), chain) of each function the region runs, once walked
+        self.passed: list = []  # callables that callers hand to this region's helper (cgkit.check.passed)
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "line": self.line, "name": self.name, "path": self.module.path}
@@ -67,6 +68,7 @@ def find_regions(module: ModuleIndex, project: Project) -> list[Region]:
     # under). A module alias (``import torch.cuda as tc``) needs no word of its own: ``tc.graph(g)``
     # still says ``graph``, and every line that says ``torch`` would be a hit.
     aliases = [name for name, qual in module.imports.items() if _is_region_function(qual) and name not in _WORDS]
+    aliases.extend(_context_aliases(text))
     if aliases:
         words = "|".join(map(re.escape, [*_WORDS, *aliases]))
         pattern = re.compile(rf"\b(?:{words})\b")
@@ -83,6 +85,21 @@ def find_regions(module: ModuleIndex, project: Project) -> list[Region]:
     finder = _Finder(module, project, hits)
     finder.block(module.tree.body, module.body_ref, None, [])
     return finder.regions
+
+
+_WITH_CALL = re.compile(r"\bwith\s+(\w+)\(")
+
+
+def _context_aliases(text: str) -> list[str]:
+    """Names a ``with NAME(...)`` enters that the file binds to a graph context somewhere
+    (``graph_ctx = torch.cuda.graph``, ``ctx = self.device_module.graph``)."""
+    out = []
+    if "with " not in text or ".graph" not in text:
+        return out
+    for name in {m.group(1) for m in _WITH_CALL.finditer(text)}:
+        if name not in _WORDS and re.search(rf"\b{re.escape(name)}\s*=[^=][\s\S]{{0,400}}?\.graph\b", text):
+            out.append(name)
+    return out
 
 
 def _is_region_function(qual: str) -> bool:
@@ -126,7 +143,7 @@ class _Finder:
                     inner = ClassIndex(self.module, stmt)
                 self.block(stmt.body, scope, inner, [])
                 continue
-            self._header(stmt, stmts, index, scope, ancestors)
+            self._header(stmt, stmts, index, scope, ancestors, cls)
             if isinstance(stmt, _BLOCKS):
                 inner_anc = [*ancestors, stmt]
                 for name in ("body", "orelse", "finalbody"):
@@ -150,12 +167,48 @@ class _Finder:
                 self.local_imports[id(scope.node)] = local
         return self.module.qual(node, local or None)
 
-    def _header(self, stmt, stmts, index, scope: FuncRef, ancestors) -> None:
+    def _graph_context(self, scope: FuncRef, cls, func, depth: int = 0) -> bool:
+        """``torch.cuda.graph`` under any name: an import alias, ``<device module>.graph`` (from
+        ``torch.get_device_module``), or a local name bound to one of those."""
+        if depth > 2:
+            return False
+        if self._qual(scope, func) in _GRAPH_QUALS:
+            return True
+        t = type(func)
+        if t is ast.Attribute:
+            return func.attr == "graph" and self._device_module(scope, cls, func.value)
+        if t is ast.IfExp:
+            return self._graph_context(scope, cls, func.body, depth + 1) or self._graph_context(scope, cls, func.orelse, depth + 1)
+        if t is ast.Name and type(scope.node) is not ast.Module:
+            for node in ast.walk(scope.node):
+                if type(node) is ast.Assign and any(type(tg) is ast.Name and tg.id == func.id for tg in node.targets):
+                    if self._graph_context(scope, cls, node.value, depth + 1):
+                        return True
+        return False
+
+    def _device_module(self, scope: FuncRef, cls, expr) -> bool:
+        """``torch.cuda``, ``torch.get_device_module(...)``, or ``self.X`` set from one of them."""
+        qual = self._qual(scope, expr)
+        if qual == "torch.cuda":
+            return True
+        if type(expr) is ast.Call:
+            return self._qual(scope, expr.func) in ("torch.get_device_module", "torch.accelerator.get_device_module")
+        owner = scope.cls or cls
+        if type(expr) is ast.Attribute and type(expr.value) is ast.Name and expr.value.id == "self" and owner is not None:
+            for method in owner.methods.values():
+                for node in ast.walk(method):
+                    if type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Attribute \
+                            and node.targets[0].attr == expr.attr and type(node.value) is ast.Call:
+                        if self._qual(scope, node.value.func) in ("torch.get_device_module", "torch.accelerator.get_device_module"):
+                            return True
+        return False
+
+    def _header(self, stmt, stmts, index, scope: FuncRef, ancestors, cls=None) -> None:
         t = type(stmt)
         if t in (ast.With, ast.AsyncWith):
             for item in stmt.items:
                 expr = item.context_expr
-                if type(expr) is ast.Call and self._qual(scope, expr.func) in _GRAPH_QUALS:
+                if type(expr) is ast.Call and self._graph_context(scope, cls, expr.func):
                     region = Region("torch.cuda.graph", self.module, expr, stmt, f"with {_short(expr)}")
                     region.scope = scope
                     region.span = (stmt.body[0].lineno, stmt.end_lineno)
@@ -242,7 +295,9 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
         if name in facts.local_defs:
             return [FuncRef(facts.module, facts.local_defs[name], None, name)]
         kind = kind_at(facts, name, line)
-        if kind is None and name not in facts.params and not any(s.name == name for s in facts.stores):
+        # ``global f; f = torch.compile(f)`` compiles the module's function ``f``.
+        stored_before = any(s.name == name and s.node.lineno < line for s in facts.stores)
+        if kind is None and name not in facts.params and (name in facts.global_names or not stored_before):
             target = facts.module.resolve_expr(expr, project, facts.local_imports)
             if isinstance(target, FuncRef):
                 return [target]
@@ -299,7 +354,7 @@ def kind_at(facts, name: str, line: int):
             kind = store.kind
             found = True
     if not found:
-        return facts.kind_of_name(name)
+        return facts.kind_of_name(name, (line, 0))
     return kind
 
 

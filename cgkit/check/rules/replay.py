@@ -261,11 +261,12 @@ def _popped_too(f, value) -> bool:
 
 
 def _persistent_container(f, value) -> bool:
-    """``self.history`` or a module-level list: state that outlives one call of the function."""
+    """``self.history`` or a module-level list: state that outlives one call of the function (in
+    ``__init__``, ``self`` is the object being built: its lists are new)."""
     t = type(value)
     if t is ast.Attribute:
         base = value.value
-        if type(base) is ast.Name and base.id == f.self_name and f.cls is not None:
+        if type(base) is ast.Name and base.id == f.self_name and f.cls is not None and f.fref.name != "__init__":
             kind = attr_kind(f.cls, value.attr, f.project)
             return not is_tensor(kind) and type(kind) is not tuple
         return False
@@ -284,6 +285,8 @@ def _persistent_container(f, value) -> bool:
 def host_attribute_update(item, f):
     """``self.count += 1`` and ``self.total = self.total + 1`` on a Python number."""
     attr, stmt, value, _kind = item
+    if f.fref.name == "__init__":
+        return  # the object being built
     kind = attr_kind(f.cls, attr, f.project) if f.cls is not None else None
     if type(stmt) is ast.AugAssign:
         if type(stmt.value) is ast.Constant and isinstance(stmt.value.value, (int, float)) and not is_tensor(kind):
@@ -452,13 +455,13 @@ def python_scalar(region, ctx):
                 writes = [w for w in writes if near.related(w.cls, read.cls, project)]
                 if not writes:
                     continue
-            if not any(w.literal for w in writes) and not near.initial_literal(read, ctx):
-                continue  # no evidence that it is a Python number, flag or string (a tuple of tensors...)
                 report_key = (key, id(writes[0].cls))
                 what = f"{text_of(read.node.value)}.{key[1]}"
             else:
                 report_key = key
                 what = key[-1]
+            if not any(w.literal for w in writes) and not near.initial_literal(read, ctx):
+                continue  # no evidence that it is a Python number, flag or string (a tuple of tensors...)
             if report_key in reported:
                 continue
             reported.add(report_key)
@@ -508,7 +511,8 @@ def _optimizer_groups(region, ctx, changes):
                 yield found(w.node, module=w.module, what=f'param_groups[...]["{key[1]}"]', detail=where)
         elif key[0] == "scheduler" and not any(near.tensor_lr(c.recv) for _, c in steps):
             for w in writes:
-                yield found(w.node, module=w.module, what='param_groups[...]["lr"] set by the scheduler', detail=where)
+                yield found(w.node, module=w.module, what='param_groups[...]["lr"]',
+                            detail=f"{where[:-1]}; `{text_of(w.node.func)}()` sets it here)")
 
 
 def _changing_arguments(region, ctx):

@@ -544,6 +544,30 @@ def capture_without_warmup(region, ctx):
         yield found(region.node, what=needs)
 
 
+@RULES.also("CG508", Region())
+def passed_callable_without_warmup(region, ctx):
+    """A callable handed to a capture helper that neither the helper nor the caller ran before."""
+    for passed in region.passed:
+        if passed.warmed_up:
+            continue
+        needs = _needs_warmup(facts_of(ctx.project, passed.target), ctx.project)
+        if needs:
+            what = f"`{passed.target.display}` (passed to `{passed.helper}`), which runs {needs},"
+            yield found(passed.call, module=passed.caller.module, what=what)
+
+
+def _needs_warmup(facts, project) -> str | None:
+    for c in facts.calls:
+        if c.meth == "backward":
+            return "`backward()`"
+        if c.meth == "step" and type(c.recv) is tuple and c.recv[0] == "optim":
+            return "an optimizer step"
+    for c in facts.calls:
+        if is_callable_module(facts.infer(c.node.func), project):
+            return f"`{text_of(c.node.func)}(...)`"
+    return None
+
+
 def _warmed_up(sf, before_line: int, ctx) -> bool:
     if any(w.lineno < before_line for w, _ in sf.stream_withs):
         return True

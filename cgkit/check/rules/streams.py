@@ -1,11 +1,12 @@
-"""CG6xx: streams inside a captured region."""
+"""CG6xx: streams inside and around a captured region."""
 
 from __future__ import annotations
 
 import ast
 
+from cgkit.check.facts import facts_of
 from cgkit.check.model import Rule
-from cgkit.check.rules._base import Calls, Each, Family, code, found, text_of
+from cgkit.check.rules._base import Calls, Each, Family, Region, code, found, text_of
 
 RULES = Family()
 
@@ -121,3 +122,72 @@ def side_stream_not_joined(item, f):
 )
 def default_stream_in_region(c, f):
     yield found(c.node, c.stmt)
+
+
+_SET_STREAM = ("torch.cuda.set_stream", "torch.accelerator.set_stream")
+
+
+@RULES.rule(
+    Rule(
+        code="CG603",
+        name="capture-on-default-stream",
+        category="stream",
+        message="`{what}.capture_begin()` runs on the default stream: capture fails here",
+        fix="Capture on a side stream: `s = torch.cuda.Stream()`, `s.wait_stream(torch.cuda.current_stream())`, "
+        "then `with torch.cuda.stream(s): g.capture_begin() ... g.capture_end()` "
+        "(`with torch.cuda.graph(g)` does this for you).",
+        compile=None,
+        what="Checks for `CUDAGraph.capture_begin()` called in a script (or a function the script calls) "
+        "with no `torch.cuda.stream(...)` context or `set_stream` around it. A `capture_begin` inside a "
+        "library function whose callers are not in view is not reported: they may set the stream.",
+        why="PyTorch refuses to capture on the default stream: `capture_begin` raises \"CUDA graphs must "
+        "be captured on a non-default stream\". `with torch.cuda.graph(g)` switches to a side stream by "
+        "itself; the raw `capture_begin()`/`capture_end()` pair does not, so the code around it must.",
+        example=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            g.capture_begin()
+            y = x * 2
+            g.capture_end()
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.randn(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                g.capture_begin()
+                y = x * 2
+                g.capture_end()
+            torch.cuda.current_stream().wait_stream(s)
+            g.replay()
+        """),
+        gpu_check="torch.cuda.synchronize()\nok = torch.equal(y, x * 2)",
+    ),
+    Region(),
+)
+def capture_on_default_stream(region, ctx):
+    if region.kind != "capture_begin" or region.scope is None:
+        return
+    sf = facts_of(ctx.project, region.scope)
+    line = region.stmt.lineno
+    if _on_side_stream(sf, line):
+        return
+    if type(region.scope.node) is not ast.Module:
+        # A function: report only when the file's own top-level code calls it, off any stream context.
+        module_code = facts_of(ctx.project, region.module.body_ref)
+        calls = [c for c in module_code.calls if type(c.node.func) is ast.Name and c.node.func.id == region.scope.name]
+        if not calls or any(_on_side_stream(module_code, c.node.lineno) for c in calls):
+            return
+    yield found(region.node, what=text_of(region.graph_expr))
+
+
+def _on_side_stream(facts, line: int) -> bool:
+    """``line`` runs inside ``with torch.cuda.stream(...)``, or after a ``set_stream`` in the same code."""
+    if any(w.lineno <= line <= w.end_lineno for w, _ in facts.stream_withs):
+        return True
+    return any(c.qual in _SET_STREAM and c.node.lineno < line for c in facts.calls)
