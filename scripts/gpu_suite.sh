@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU half of cgkit's checks, run on a CUDA machine from the repository root:
 #   scripts/gpu_suite.sh [STAGE...]      stages: tests recipes bench calls experiments check docs te multi
-#                                        trace tracecost located baseline facts ddp
+#                                        trace tracecost located baseline facts ddp precision
 #                                        (default: recipes bench)
 #   tests: every gpu-marked test but TE's, 8 at a time; te: after scripts/device_te_setup.sh;
 #   multi: the DDP recipes on all GPUs of a machine with 2 or more (nvidia-h200-x2).
@@ -40,6 +40,9 @@ for stage in "${@:-recipes bench}"; do
       trace)   python -m pytest -q -m gpu tests/gpu/test_trace_gpu.py -n "${CGKIT_JOBS:-8}" -p no:cacheprovider 2>&1 | tee "$OUT/pytest-trace.log" || status=1 ;;
       tracecost) for d in cuda cpu; do python benchmarks/trace_cost.py --device $d --out "$OUT/trace-cost.jsonl" || status=1; done ;;
       ddp)     python benchmarks/ddp_scaling.py --out "$OUT/ddp-scaling.jsonl" || status=1 ;;
+      precision)  # what compiled-region hazards do under reduce-overhead; manual-capture facts behind CG408/CG412/CG603
+               python benchmarks/compile_hazards.py --device cuda --json "$OUT/compile-hazards.jsonl" > "$OUT/compile-hazards.txt" 2>&1 || status=1
+               python benchmarks/capture_facts.py > "$OUT/capture-facts.jsonl" || status=1 ;;
       te)      PYTHONPATH=/tmp/site:$PYTHONPATH python -m pytest -q -m gpu tests/gpu/test_te_mcore_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-te.log" || status=1 ;;
       *) echo "unknown stage $s"; status=2 ;;
     esac

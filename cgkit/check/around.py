@@ -141,8 +141,12 @@ def _functions_mentioning(module, names: list[str], region) -> list[FuncRef]:
     words = {n.rsplit(".", 1)[-1] for n in names}
     out = [module.body_ref]
     lines = module.lines
+    roots = {root.key for root in region.roots}  # the compiled code itself: not a caller (and its
+    # facts must wait for the argument kinds its callers pass)
 
     def mentions(node) -> bool:
+        if id(node) in roots:
+            return False
         text = "\n".join(lines[node.lineno - 1 : node.end_lineno])
         return any(w in text for w in words)
 

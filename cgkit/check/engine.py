@@ -14,7 +14,7 @@ import os
 import traceback
 import warnings
 
-from cgkit.check import calls, noqa, passed, regions
+from cgkit.check import around, calls, noqa, passed, regions
 from cgkit.check.config import Config, load_config
 from cgkit.check.model import CheckResult, Finding
 from cgkit.check.project import ModuleIndex, Project
@@ -211,6 +211,9 @@ class Checker:
 
     def _analyse(self, region, ctx: RegionContext) -> None:
         region.passed = passed.passed_callables(region, self.project)
+        for invocation in around.invocations(region, ctx):  # compiled: what its callers pass
+            for root in region.roots:
+                self.project.seed(root, calls.argument_kinds(invocation.facts, invocation.call, root))
 
         def emit(hazard, facts, chain):
             self._emit(hazard.code, facts.module, hazard.node, hazard.args, region, chain, hazard.stmt)

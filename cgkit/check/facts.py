@@ -178,11 +178,13 @@ class Facts:
         self.entry_kinds: dict[str, object] = {}  # parameters' kinds on entry (annotations, call sites)
         self.scalar_params: set[str] = set()  # parameters that evidence says are not tensors
         self._hazards = None
+        self.scanned = False  # set when the walk over the body is complete
         self._stmt = fref.node
         self._loop = 0
 
     def scan(self) -> None:
         self._scan()
+        self.scanned = True
 
     # -- names ---------------------------------------------------------------------------------
     def qual(self, node) -> str | None:
@@ -796,7 +798,7 @@ def fresh_facts(project: Project, fref: FuncRef) -> Facts:
     """Facts for a side question (attribute kinds, globals), not cached: the cached ones should see
     the argument kinds of the call that reaches the function first."""
     cached = project.facts_cache.get(fref.key)
-    if cached is not None:
+    if cached is not None and cached.scanned:  # not one still being walked (it would be partial)
         return cached
     facts = Facts(fref, project)
     facts.scan()

@@ -252,7 +252,11 @@ class _Graph:
         self._region = None
 
     def capture_begin(self, *args, **kwargs):
-        self._region = self.trace.begin("capture_begin", frames.caller(), self)
+        frame = frames.caller()
+        self._region = self.trace.begin("capture_begin", frame, self)
+        if _is_default_stream(torch.cuda.current_stream()):  # torch.cuda.graph() moves to a side stream itself
+            self.trace.report_now("CG603", "capture_begin()", frame, self._region,
+                                  operation="capture begun on the default stream")
 
     def capture_end(self):
         if self._region is not None:

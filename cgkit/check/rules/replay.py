@@ -18,18 +18,16 @@ RULES = Family()
 
 _LOG_METHODS = frozenset("debug info warning warn error exception critical log".split())
 _LOGGER_NAMES = frozenset("logger log LOGGER LOG _logger _log".split())
+# Host effects meant for every step: output (print, files written, metrics). Reading a file (a
+# kernel config, a checkpoint) during capture is one-time set-up, like a log line: not reported.
 _HOST_CALLS = {
     "builtins.print": "`print()`",
-    "builtins.open": "`open()`",
+    "builtins.open": "`open()` for writing",
     "builtins.input": "`input()`",
     "torch.save": "`torch.save()`",
-    "torch.load": "`torch.load()`",
     "json.dump": "`json.dump()`",
-    "json.load": "`json.load()`",
     "pickle.dump": "`pickle.dump()`",
-    "pickle.load": "`pickle.load()`",
     "numpy.save": "`numpy.save()`",
-    "numpy.load": "`numpy.load()`",
     "sys.stdout.write": "`sys.stdout.write()`",
     "sys.stderr.write": "`sys.stderr.write()`",
     "wandb.log": "`wandb.log()`",
@@ -57,16 +55,18 @@ _WRITER_METHODS = frozenset("add_scalar add_scalars add_histogram add_image add_
         trace_blind="host code with no tensor in it (print of Python values, file I/O) runs no operator: a run has nothing to record; cgkit check reports it",
         category="host-code",
         message="{what} runs on the host: once at capture, never on replay",
-        compile_message="{what} runs on the host inside a compiled region (eager code around the graph)",
-        fix="Move it out of the region: print, log or save around `replay()`, from the output tensors.",
+        compile_message="{what} inside a compiled region: Dynamo does not trace it, so the graph breaks "
+        "here (the code before and after runs as separate graphs)",
+        fix="Move it out of the region: print, log or save around `replay()` (or the compiled call), from the output tensors.",
         manual="warning",
-        compile="info",
+        compile="warning",
         what="Checks for host side effects meant to run on every step inside a captured region: `print`, "
-        "file I/O, `torch.save`/`torch.load`, metric writers (`add_scalar`, `wandb.log`), and log calls "
-        "that format a tensor. A log call of Python values is not reported: a message that appears once, "
-        "at capture, is what library code intends.",
+        "files opened for writing and written, `torch.save`, `json.dump`, metric writers (`add_scalar`, "
+        "`wandb.log`), and log calls that format a tensor. One-time set-up is not reported: a log line of "
+        "Python values or a file read (a kernel configuration) runs once, at capture, as library code intends.",
         why=_HOST_NOTE + " A print in the region prints once; a file is written once; a metric is "
-        "logged once. Under `torch.compile` such calls run eagerly around the graph.",
+        "logged once. Under `torch.compile` such calls are graph breaks (measured for `print()` with "
+        "torch 2.13, benchmarks/compile_hazards.py).",
         example=code("""
             import torch
 
@@ -99,11 +99,13 @@ def host_side_effect(c, f):
             if _formats_tensor(node, f):
                 yield found(node, c.stmt, what=f"`{q}()` of a tensor")
             return
+        if q == "builtins.open" and not _opens_for_writing(c):
+            return
         yield found(node, c.stmt, what=_HOST_CALLS.get(q) or f"`{q}()`")
         return
     m, recv, value = c.meth, c.recv, node.func.value
     if m in _LOG_METHODS:
-        if (type(recv) is tuple and recv[0] == "logger") or (type(value) is ast.Name and value.id in _LOGGER_NAMES):
+        if _is_logger(c):
             if _formats_tensor(node, f):
                 yield found(node, c.stmt, what=f"`{text_of(value)}.{m}()` of a tensor")
     elif m == "write":
@@ -111,6 +113,15 @@ def host_side_effect(c, f):
             yield found(node, c.stmt, what=f"`{text_of(value)}.write()`")
     elif not is_tensor(recv):
         yield found(node, c.stmt, what=f"`{text_of(value)}.{m}()`")
+
+
+def _opens_for_writing(c) -> bool:
+    mode = c.arg(1, "mode")
+    if mode is None:
+        return False  # open(path): reading
+    if type(mode) is ast.Constant and isinstance(mode.value, str):
+        return any(ch in mode.value for ch in "wax+")
+    return True  # a mode we cannot read: say so
 
 
 def _formats_tensor(node: ast.Call, f) -> bool:
@@ -130,8 +141,7 @@ _LOG_OPTIONS = ("exc_info", "stacklevel", "extra", "stack_info")
         trace_blind="a clock read runs no operator: a run has nothing to record; cgkit check reports it",
         category="host-code",
         message="{what} reads the host clock inside the region: it runs once, at capture, so it times the capture",
-        compile_message="{what} inside a compiled region: a value that changes every call (a recompile, "
-        "then a dynamic input) or a call Dynamo does not trace (a graph break)",
+        compile_message="{what} inside a compiled region: Dynamo does not trace the clock, so the graph breaks here",
         fix="Time around the region: read the clock before and after `replay()` (or the compiled call), "
         "after `torch.cuda.synchronize()`, or use CUDA events.",
         manual="warning",
@@ -139,9 +149,8 @@ _LOG_OPTIONS = ("exc_info", "stacklevel", "extra", "stack_info")
         what="Checks for clocks and sleeps inside a captured or compiled region: `time.time()`, "
         "`perf_counter()`, `monotonic()`, `process_time()`, `datetime.now()` and `time.sleep()`.",
         why=_HOST_NOTE + " A timer inside the region measures the capture, not the step, and a sleep "
-        "delays only the capture. Under `torch.compile` (measured with torch 2.13 on a CPU, "
-        "benchmarks/compile_hazards.py): `time.perf_counter()` is a graph break, and a `time.time()` "
-        "value used in the computation recompiles once, then becomes a dynamic input.",
+        "delays only the capture. Under `torch.compile` the clock calls are graph breaks (measured, "
+        "benchmarks/compile_hazards.py).",
         example=code("""
             import time
 
@@ -173,6 +182,77 @@ _LOG_OPTIONS = ("exc_info", "stacklevel", "extra", "stack_info")
 )
 def host_clock(c, f):
     yield found(c.node, c.stmt, what=_CLOCKS[c.qual])
+
+
+@RULES.rule(
+    Rule(
+        code="CG412",
+        name="log-call-in-compiled-region",
+        trace=None,
+        trace_blind="a log call of Python values runs no operator: a run has nothing to record; cgkit check reports it",
+        category="host-code",
+        message="{what} inside a captured region",
+        compile_message="{what} inside a compiled region: Dynamo does not trace `logging` calls, so the graph "
+        "breaks here",
+        fix="Log outside the compiled function (before or after the call), or guard the call with "
+        "`if not torch.compiler.is_compiling():`.",
+        manual=None,
+        compile="warning",
+        what="Checks for `logging` calls (`logger.info(...)`, `logging.warning(...)`) inside a function "
+        "compiled with a CUDA-graph mode. Under manual capture a log line of Python values runs once, at "
+        "capture, which is what library code intends: not reported there.",
+        why="Dynamo does not trace `logging.Logger` methods: each call splits the compiled function "
+        "into separate graphs (measured with torch 2.13, benchmarks/compile_hazards.py), so a log line "
+        "in a `mode=\"reduce-overhead\"` function costs a graph break on every call.",
+        example=code("""
+            import logging
+
+            import torch
+
+            logger = logging.getLogger(__name__)
+
+
+            @torch.compile(mode="reduce-overhead")
+            def step(x):
+                logger.info("step")
+                return x * 2
+
+
+            x = torch.randn(64, device="cuda")
+            for _ in range(3):
+                y = step(x)
+        """),
+        use_instead=code("""
+            import logging
+
+            import torch
+
+            logger = logging.getLogger(__name__)
+
+
+            @torch.compile(mode="reduce-overhead")
+            def step(x):
+                return x * 2
+
+
+            x = torch.randn(64, device="cuda")
+            for _ in range(3):
+                y = step(x)
+                logger.info("step")
+        """),
+        gpu_check="from torch._dynamo.utils import counters\nok = not counters['graph_break'] and not counters['unimplemented']",
+    ),
+    Calls(quals=_LOGGING_CALLS, methods=tuple(_LOG_METHODS)),
+    yields_to=("CG401",),  # a log call that formats a tensor: CG401 says more
+)
+def log_call(c, f):
+    if c.qual is not None or _is_logger(c):
+        yield found(c.node, c.stmt, what=f"`{text_of(c.node.func)}()`")
+
+
+def _is_logger(c) -> bool:
+    value = c.node.func.value
+    return (type(c.recv) is tuple and c.recv[0] == "logger") or (type(value) is ast.Name and value.id in _LOGGER_NAMES)
 
 
 _MUTATORS = frozenset("append extend insert add update setdefault appendleft put".split())

@@ -1,0 +1,109 @@
+"""Facts about manual capture that `cgkit check` rules rest on, measured on a GPU (one JSON line each).
+
+* cpu-rng-state-in-capture: `torch.get_rng_state()` / `set_rng_state()` (the CPU generator) inside
+  `torch.cuda.graph` capture and replay without error (why CG408 leaves them out).
+* log-call-in-capture: a `logging` call of Python values inside capture runs once and does not
+  break the capture (why CG412 is silent under manual capture).
+* capture-begin-default-stream: `CUDAGraph.capture_begin()` on the default stream raises (CG603),
+  and the error text.
+* capture-begin-side-stream: the same on a side stream captures and replays right.
+
+    python benchmarks/capture_facts.py
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import torch
+
+
+def _fact(name: str, fn) -> dict:
+    try:
+        value = fn()
+        out = {"fact": name, "ok": True, **value}
+    except Exception as exc:  # noqa: BLE001 - the error is the measurement
+        out = {"fact": name, "ok": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+    try:
+        torch.cuda.synchronize()
+    except RuntimeError:
+        pass
+    return out
+
+
+def cpu_rng_state_in_capture() -> dict:
+    x = torch.randn(64, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        state = torch.get_rng_state()
+        torch.set_rng_state(state)
+        y = x * 2
+    x.fill_(3.0)
+    g.replay()
+    torch.cuda.synchronize()
+    return {"replayed_right": bool(torch.equal(y, x * 2))}
+
+
+def log_call_in_capture() -> dict:
+    logger = logging.getLogger("capture_facts")
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    x = torch.randn(64, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        logger.info("capturing")
+        y = x + 1
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    logger.removeHandler(handler)
+    return {"log_records": len(records), "replays": 3, "replayed_right": bool(torch.equal(y, x + 1))}
+
+
+def capture_begin_default_stream() -> dict:
+    x = torch.randn(64, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    g.capture_begin()
+    y = x * 2
+    g.capture_end()
+    return {"captured": True, "y_shape": list(y.shape)}
+
+
+def capture_begin_side_stream() -> dict:
+    x = torch.randn(64, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        g.capture_begin()
+        y = x * 2
+        g.capture_end()
+    torch.cuda.current_stream().wait_stream(s)
+    x.fill_(2.0)
+    g.replay()
+    torch.cuda.synchronize()
+    return {"replayed_right": bool(torch.equal(y, x * 2))}
+
+
+def main() -> int:
+    if not torch.cuda.is_available():
+        print("capture_facts: needs a CUDA device", file=sys.stderr)
+        return 2
+    common = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
+    for name, fn in [
+        ("cpu-rng-state-in-capture", cpu_rng_state_in_capture),
+        ("log-call-in-capture", log_call_in_capture),
+        ("capture-begin-side-stream", capture_begin_side_stream),
+        ("capture-begin-default-stream", capture_begin_default_stream),  # last: it may spoil the context
+    ]:
+        print(json.dumps({**_fact(name, fn), **common}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
