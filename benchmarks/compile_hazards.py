@@ -208,6 +208,16 @@ def _double(x):
     return x * 2
 
 
+def _head(x, n):
+    return x[:n] * 2
+
+
+def _kept_while_size_changes(compiled, x):
+    """litgpt's decode loop: a Python int that grows every call (a new size each time), outputs kept."""
+    outputs = [compiled(x, n) for n in range(2, 2 + CALLS // 2)]
+    return [float(o.sum()) for o in outputs]
+
+
 def _triple(x):
     return x * 3
 
@@ -233,7 +243,8 @@ CASES = [
     ("output kept in a list", "CG407", lambda: _double, _kept_in_a_list),
     ("output kept in a variable", "CG407", lambda: _double, _kept_in_a_variable),
     ("output cloned", "-", lambda: _double, _cloned),
-    ("output kept across another compiled call", "?", lambda: _double, _kept_across_functions),
+    ("output kept across another compiled call", "CG407", lambda: _double, _kept_across_functions),
+    ("output kept, argument size grows per call", "CG407 + CG404", lambda: _head, _kept_while_size_changes),
 ]
 
 

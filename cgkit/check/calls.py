@@ -129,22 +129,22 @@ def walk(region, project, scan, emit) -> list:
             for target in resolve_call(facts, call):
                 if (target.key, None) in seen:
                     continue
-                project.seed(target, argument_kinds(facts, call, target))
+                project.seed(target, argument_kinds(facts, call.node, target))
                 queue.append((target, None, [*chain, _step(target, line)], False))
     return reached
 
 
-def argument_kinds(facts, call, target: FuncRef) -> dict:
-    """Kinds of the arguments at a call site, keyed by the callee's parameter names."""
+def argument_kinds(facts, node: ast.Call, target: FuncRef) -> dict:
+    """Kinds of the arguments at a call, keyed by the callee's parameter names."""
     params = target.positional_params
     out = {}
-    for i, arg in enumerate(call.node.args):
+    for i, arg in enumerate(node.args):
         if type(arg) is ast.Starred or i >= len(params):
             break
         kind = facts.infer(arg)
         if kind is not None:
             out[params[i]] = kind
-    for kw in call.node.keywords:
+    for kw in node.keywords:
         if kw.arg is not None:
             kind = facts.infer(kw.value)
             if kind is not None:

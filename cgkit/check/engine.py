@@ -65,6 +65,7 @@ class _Selection:
 class RegionContext:
     def __init__(self, project: Project, all_regions):
         self.project = project
+        self.regions = list(all_regions)
         self._once: set = set()
         self._memo: dict = {}
         self._by_scope: dict[int, list] = {}
@@ -210,10 +211,11 @@ class Checker:
                 self._internal_error(region.module.path, f"analysing the region at line {region.line}")
 
     def _analyse(self, region, ctx: RegionContext) -> None:
+        passed.seed_from_callers(region, self.project)
         region.passed = passed.passed_callables(region, self.project)
         for invocation in around.invocations(region, ctx):  # compiled: what its callers pass
             for root in region.roots:
-                self.project.seed(root, calls.argument_kinds(invocation.facts, invocation.call, root))
+                self.project.seed(root, calls.argument_kinds(invocation.facts, invocation.call.node, root))
 
         def emit(hazard, facts, chain):
             self._emit(hazard.code, facts.module, hazard.node, hazard.args, region, chain, hazard.stmt)

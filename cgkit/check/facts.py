@@ -705,14 +705,28 @@ def _is_cpu_device_call(e: ast.Call) -> bool:
 
 
 def _is_tensor_annotation(node) -> bool:
-    if type(node) is ast.Constant and isinstance(node.value, str):
-        text = node.value
-    else:
-        parts = dotted(node)
-        if parts is None:
+    """``Tensor``, ``torch.Tensor``, and the optional forms ``Optional[Tensor]``, ``Tensor | None``,
+    ``Union[Tensor, None]`` (a value that, when present, is a tensor)."""
+    t = type(node)
+    if t is ast.Constant and isinstance(node.value, str):
+        try:
+            return _is_tensor_annotation(ast.parse(node.value, mode="eval").body)
+        except SyntaxError:
             return False
-        text = ".".join(parts)
-    return text in ("Tensor", "torch.Tensor")
+    if t is ast.BinOp and type(node.op) is ast.BitOr:
+        sides = (node.left, node.right)
+        return any(_is_tensor_annotation(x) for x in sides) and all(
+            _is_tensor_annotation(x) or (type(x) is ast.Constant and x.value is None) for x in sides)
+    if t is ast.Subscript:
+        parts = dotted(node.value)
+        if not parts or parts[-1] not in ("Optional", "Union"):
+            return False
+        inner = node.slice
+        members = inner.elts if type(inner) is ast.Tuple else [inner]
+        return any(_is_tensor_annotation(m) for m in members) and all(
+            _is_tensor_annotation(m) or (type(m) is ast.Constant and m.value is None) for m in members)
+    parts = dotted(node)
+    return parts is not None and ".".join(parts) in ("Tensor", "torch.Tensor")
 
 
 _SCALAR_TYPES = frozenset(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from cgkit.check.calls import argument_kinds
 from cgkit.check.facts import facts_of
 from cgkit.check.names import dotted
 from cgkit.check.project import FUNC_TYPES, FuncRef
@@ -64,6 +65,23 @@ def passed_callables(region, project) -> list[Passed]:
                     if arg is not None:
                         out.extend(_resolve(project, caller, call, arg, f"{scope.cls.name}()", param, False))
     return out
+
+
+def seed_from_callers(region, project) -> None:
+    """A capture inside a function: its parameters take the kinds its callers pass (``Runner(model)``
+    makes ``model`` a module inside ``Runner.__init__``'s capture). The first call site that gives a
+    kind wins; nothing is assumed where no caller is in view."""
+    scope = region.scope
+    if region.span is None or scope is None or type(scope.node) is ast.Module or scope.key in project.facts_cache:
+        return
+    if scope.name == "__init__" and scope.cls is not None:
+        name, params = scope.cls.name, scope.positional_params
+    else:
+        name, params = scope.name, scope.positional_params
+    for caller, call in _call_sites(project, name, scope):
+        kinds = argument_kinds(facts_of(project, caller), call, scope)
+        if kinds:
+            project.seed(scope, {k: v for k, v in kinds.items() if k in params})
 
 
 def _slots(facts, lo: int, hi: int) -> tuple[set[str], set[str]]:

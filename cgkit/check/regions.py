@@ -97,8 +97,10 @@ def _context_aliases(text: str) -> list[str]:
     if "with " not in text or ".graph" not in text:
         return out
     for name in {m.group(1) for m in _WITH_CALL.finditer(text)}:
-        if name not in _WORDS and re.search(rf"\b{re.escape(name)}\s*=[^=][\s\S]{{0,400}}?\.graph\b", text):
-            out.append(name)
+        if name in _WORDS:
+            continue
+        if "graph" in name.lower() or re.search(rf"\b{re.escape(name)}\s*=[^=][\s\S]{{0,400}}?\.graph\b", text):
+            out.append(name)  # a candidate only: _Finder._graph_context decides
     return out
 
 
@@ -184,6 +186,20 @@ class _Finder:
                 if type(node) is ast.Assign and any(type(tg) is ast.Name and tg.id == func.id for tg in node.targets):
                     if self._graph_context(scope, cls, node.value, depth + 1):
                         return True
+        if t in (ast.Name, ast.Attribute):
+            return self._graph_factory(scope, func, depth)
+        return False
+
+    def _graph_factory(self, scope: FuncRef, func, depth: int) -> bool:
+        """A project function that returns a graph context (``return device_module.graph(g, ...)``)."""
+        target = self.module.resolve_expr(func, self.project, self.local_imports.get(id(scope.node)))
+        if not isinstance(target, FuncRef) or type(target.node) not in FUNC_TYPES:
+            return False
+        finder = self if target.module is self.module else _Finder(target.module, self.project, [])
+        for node in ast.walk(target.node):
+            if type(node) is ast.Return and type(node.value) is ast.Call:
+                if finder._graph_context(target, target.cls, node.value.func, depth + 1):
+                    return True
         return False
 
     def _device_module(self, scope: FuncRef, cls, expr) -> bool:
@@ -193,6 +209,12 @@ class _Finder:
             return True
         if type(expr) is ast.Call:
             return self._qual(scope, expr.func) in ("torch.get_device_module", "torch.accelerator.get_device_module")
+        if type(expr) is ast.Name and type(scope.node) is not ast.Module:  # device_module = torch.get_device_module()
+            for node in ast.walk(scope.node):
+                if type(node) is ast.Assign and any(type(tg) is ast.Name and tg.id == expr.id for tg in node.targets) \
+                        and type(node.value) is ast.Call and self._device_module(scope, cls, node.value):
+                    return True
+            return False
         owner = scope.cls or cls
         if type(expr) is ast.Attribute and type(expr.value) is ast.Name and expr.value.id == "self" and owner is not None:
             for method in owner.methods.values():

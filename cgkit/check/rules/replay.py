@@ -66,7 +66,7 @@ _WRITER_METHODS = frozenset("add_scalar add_scalars add_histogram add_image add_
         "Python values or a file read (a kernel configuration) runs once, at capture, as library code intends.",
         why=_HOST_NOTE + " A print in the region prints once; a file is written once; a metric is "
         "logged once. Under `torch.compile` such calls are graph breaks (measured for `print()` with "
-        "torch 2.13, benchmarks/compile_hazards.py).",
+        "torch 2.11 on an H200 and 2.13 on a CPU, benchmarks/compile_hazards.py).",
         example=code("""
             import torch
 
@@ -149,8 +149,9 @@ _LOG_OPTIONS = ("exc_info", "stacklevel", "extra", "stack_info")
         what="Checks for clocks and sleeps inside a captured or compiled region: `time.time()`, "
         "`perf_counter()`, `monotonic()`, `process_time()`, `datetime.now()` and `time.sleep()`.",
         why=_HOST_NOTE + " A timer inside the region measures the capture, not the step, and a sleep "
-        "delays only the capture. Under `torch.compile` the clock calls are graph breaks (measured, "
-        "benchmarks/compile_hazards.py).",
+        "delays only the capture. Under `torch.compile` the clock calls are graph breaks; with torch "
+        "2.11 on an H200 a `time.time()` value used in the computation even made Inductor fail to "
+        "compile (`BackendCompilerFailed`; benchmarks/compile_hazards.py).",
         example=code("""
             import time
 
@@ -202,8 +203,9 @@ def host_clock(c, f):
         "compiled with a CUDA-graph mode. Under manual capture a log line of Python values runs once, at "
         "capture, which is what library code intends: not reported there.",
         why="Dynamo does not trace `logging.Logger` methods: each call splits the compiled function "
-        "into separate graphs (measured with torch 2.13, benchmarks/compile_hazards.py), so a log line "
-        "in a `mode=\"reduce-overhead\"` function costs a graph break on every call.",
+        "into separate graphs, and the function was converted again on 8 of 12 calls (measured with "
+        "torch 2.11 on an H200 and 2.13 on a CPU, benchmarks/compile_hazards.py): a log line in a "
+        "`mode=\"reduce-overhead\"` function costs a graph break on every call.",
         example=code("""
             import logging
 
@@ -277,8 +279,8 @@ _MUTATORS = frozenset("append extend insert add update setdefault appendleft put
         why=_HOST_NOTE + " A step counter stays at the value it had after capture, and a list gets "
         "one entry instead of one per step. Code that later reads that state (a schedule, a "
         "logging condition) silently sees the wrong value. Under `torch.compile` (measured with "
-        "torch 2.13, benchmarks/compile_hazards.py) a global counter, a module attribute counter "
-        "and an appended list each recompile the function on every call until "
+        "torch 2.11 on an H200 and 2.13 on a CPU, benchmarks/compile_hazards.py) a global counter, a "
+        "module attribute counter and an appended list each recompile the function on every call until "
         "`torch._dynamo.config.recompile_limit` (8) is hit; after that the function runs eagerly.",
         example=code("""
             import torch
@@ -488,10 +490,10 @@ _SCALAR_ANNOTATIONS = ("int", "float", "bool")
         why="A graph stores the kernels and their arguments as they were at capture. A learning rate, "
         "temperature or step count read from Python is one of those arguments: replays keep using "
         "the captured value, with no error. An optimizer step captured with a Python learning rate keeps "
-        "that rate, whatever a scheduler sets later. Under `torch.compile` (measured, "
-        "benchmarks/compile_hazards.py) a changed attribute or global recompiles the function on every "
-        "call until the recompile limit; a changing number argument recompiles once and then becomes a "
-        "dynamic input.",
+        "that rate, whatever a scheduler sets later. Under `torch.compile` (measured with torch 2.11 on "
+        "an H200, benchmarks/compile_hazards.py) an attribute set between calls recompiles the function, "
+        "and a number argument that changes every call recompiled it once and then ran 12 calls with no "
+        "CUDA graph recorded at all.",
         example=code("""
             import torch
 
@@ -752,12 +754,14 @@ def state_rebound_in_region(item, f):
         what="Checks for graph outputs kept across replays without a copy: appended or put in a "
         "container inside a loop that replays the graph, and, for `torch.compile` with CUDA graphs, "
         "outputs of a compiled call that are kept (in a list, a container, an attribute or a variable "
-        "read again) past the next call of the same compiled function. Keeping the static outputs of a "
+        "read again) past the next call of a compiled function. Keeping the static outputs of a "
         "manual graph on its runner object once, the usual pattern, is not reported.",
         why="A graph writes its outputs to the same memory on every replay. Keeping a reference to "
         "an output and replaying again overwrites the kept value: a list of per-step results ends up "
         "holding the last step's values many times. CUDA graph trees (`mode=\"reduce-overhead\"`) "
-        "reuse output memory the same way, and raise an error when an overwritten output is read.",
+        "reuse output memory the same way, and raise an error when an overwritten output is read: measured "
+        "on torch 2.11 (H200, benchmarks/compile_hazards.py) for an output kept in a list across calls, one "
+        "kept in a variable across the next call, and one kept across a call of another compiled function.",
         example=code("""
             import torch
 
@@ -817,7 +821,8 @@ def _last_binding_line(sf, name: str, line: int) -> int:
 @RULES.also("CG407", Region())
 def compiled_output_kept(region, ctx):
     """``y = compiled(x)`` kept (in a container, an attribute, or a variable read later) past the
-    next call of the same compiled callable."""
+    next call of a CUDA-graph-compiled callable: measured on torch 2.11 (benchmarks/compile_hazards.py),
+    the next call of the same function, and of another compiled function, both overwrite it."""
     for inv in near.invocations(region, ctx):
         facts, call = inv.facts, inv.call
         stmt = call.stmt
@@ -826,7 +831,8 @@ def compiled_output_kept(region, ctx):
         names = [t.id for t in _flat_targets(stmt.targets) if type(t) is ast.Name]
         if not names:
             continue
-        others = [i.call.node for i in near.invocations(region, ctx) if i.facts is facts and i.call is not call]
+        others = [i.call.node for other in ctx.regions for i in near.invocations(other, ctx)
+                  if i.facts is facts and i.call is not call]
         for name in names:
             yield from _kept(facts, name, stmt, call.node, others, inv.loops)
 

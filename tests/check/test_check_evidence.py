@@ -1,0 +1,141 @@
+"""What counts as evidence that a value is a tensor, or a Python value that changes between replays."""
+
+from __future__ import annotations
+
+import textwrap
+
+from cgkit.check import check_source
+
+
+def _codes(source: str, **kwargs) -> list[tuple[int, str]]:
+    result = check_source(textwrap.dedent(source).lstrip("\n"), **kwargs)
+    assert not result.errors, result.errors
+    return [(f.line, f.code) for f in result.findings if f.severity in ("error", "warning")]
+
+
+def test_a_name_reused_for_a_number_after_a_tensor_is_read_as_the_number():
+    assert _codes("""
+        import torch
+        x = torch.randn(8, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            n = x.sum()
+            if n > 0:
+                pass
+            n = 3
+            if n > 0:
+                pass
+    """) == [(6, "CG201")]
+
+
+def test_optional_tensor_annotations_are_tensors_and_scalar_ones_are_not():
+    source = """
+        from typing import Optional, Union
+        import torch
+
+        def step(a: Optional[torch.Tensor], b: torch.Tensor | None, c: Union[torch.Tensor, None], d: "torch.Tensor",
+                 flag: bool = False, fmt: str = "sbhd", n: Optional[int] = None):
+            if a.sum() > 0 and b.sum() > 0 and c.sum() > 0 and d.sum() > 0:
+                pass
+            if flag and fmt == "thd" and n:
+                pass
+    """
+    lines = [line for line, code in _codes(source, regions=["step"]) if code == "CG201"]
+    assert lines == [6, 6, 6, 6]
+
+
+def test_graphed_callables_seed_only_the_parameters_every_call_fills():
+    assert _codes("""
+        import torch
+
+        class Block(torch.nn.Module):
+            def forward(self, x, fmt="sbhd", mask=None):
+                if fmt == "sbhd" and mask is None:
+                    return x * 2
+                if x.sum() > 0:
+                    return x
+                return -x
+
+        x = torch.randn(4, 8, device="cuda", requires_grad=True)
+        torch.cuda.make_graphed_callables(Block().cuda(), (x,))
+    """) == [(7, "CG201")]
+
+
+def test_the_error_path_is_not_captured_work():
+    assert _codes("""
+        import torch
+        x = torch.randn(8, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            if x.dim() != 1:
+                raise ValueError(f"bad input {x.sum().item()}")
+            assert x.dim() == 1, f"got {x}"
+            y = x.sum().item()
+    """) == [(8, "CG101")]
+
+
+def test_a_setting_changed_before_capture_is_not_reported_but_one_changed_after_is():
+    source = """
+        import torch
+        x = torch.ones(4, device="cuda")
+        scale = 2.0
+        offset = 1.0
+        offset = 0.5
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = x * scale + offset
+        scale = 3.0
+        g.replay()
+    """
+    assert _codes(source) == [(8, "CG404")]
+
+
+def test_a_value_without_evidence_of_being_a_number_is_not_reported():
+    assert _codes("""
+        import torch
+        x = torch.ones(4, device="cuda")
+        weights = load()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = x * weights
+        weights = load()
+        g.replay()
+    """) == []
+
+
+def test_a_stack_pushed_and_popped_is_balanced():
+    assert _codes("""
+        import torch
+        _stack = []
+
+        def push(name):
+            _stack.append(name)
+
+        def pop():
+            _stack.pop()
+
+        x = torch.ones(4, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            push("capture")
+            y = x * 2
+            pop()
+    """) == []
+
+
+def test_kept_outputs_of_a_compiled_function_are_found_in_a_loop_and_after_the_next_call():
+    codes = _codes("""
+        import torch
+
+        f = torch.compile(lambda t: t * 2, mode="reduce-overhead")
+        x = torch.ones(4, device="cuda")
+        kept = []
+        for i in range(3):
+            y = f(x)
+            kept.append(y)
+            kept.append(y.clone())
+        a = f(x)
+        b = f(x)
+        print(a)
+    """)
+    assert codes == [(8, "CG407"), (10, "CG407")]
