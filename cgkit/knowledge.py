@@ -871,9 +871,11 @@ ENTRIES: tuple[Entry, ...] = (
         patterns=(r"accessing (?:gradient )?tensor output of CUDAGraphs that has been overwritten",),
         cause=(
             "Outputs of CUDAGraph Trees live in the graph's memory pool; the next replay of the "
-            "same graph writes into the same memory. Holding an output across calls (a list of "
-            "step outputs, a logits history) and reading it later hits this. The gradient form "
-            "appears with gradient accumulation when `.grad` was allocated during capture."
+            "same graph writes into the same memory, and so can a call of another reduce-overhead "
+            "function (measured with torch 2.11 on an H200, benchmarks/compile_hazards.py). Holding an "
+            "output across calls (a list of step outputs, a logits history) and reading it later hits "
+            "this; `cgkit check` reports the line that keeps it (CG407). The gradient form appears with "
+            "gradient accumulation when `.grad` was allocated during capture."
         ),
         fix=(
             "`.clone()` outputs you keep beyond the next call (outside the compiled function). "
