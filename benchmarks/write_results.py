@@ -225,6 +225,20 @@ def ddp_table(path: Path) -> list[str]:
     return out
 
 
+def compile_hazards_table(path: Path) -> list[str]:
+    """benchmarks/compile_hazards.py: each hazard of a compiled region, called 12 times."""
+    rows = json_lines(path)
+    out = [f"torch {rows[0]['torch']}, device {rows[0]['device']}; 12 calls per case.", "",
+           "| case | rule | frames compiled | graph breaks | CUDA graphs recorded | cudagraph skips | error |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        error = (r["error"] or "").split(" Stack trace")[0]
+        out.append(f"| {r['case']} | {r['rule']} | {r['frames_compiled']} | {r['graph_breaks']} | "
+                   f"{r['cudagraphs_recorded'] if r['cudagraphs_recorded'] is not None else ''} | "
+                   f"{r['cudagraph_skips'] if r['cudagraph_skips'] is not None else ''} | {error} |")
+    return out
+
+
 def session_sections(folder: Path) -> list[str]:
     """The tables of a later GPU session (cgkit trace, smoke --baseline, optimizer facts, DDP scaling)."""
     machines = [json.loads(p.read_text()) for p in sorted(folder.glob("machine*.json"))]
@@ -238,6 +252,16 @@ def session_sections(folder: Path) -> list[str]:
          "`tests/check/test_rules_gpu.py` runs each Example under real capture (failed = capture fails, wrong = replays "
          "wrong); `tests/gpu/test_trace_gpu.py` runs `cgkit trace --device cuda` on the same Example (the line it "
          "names) and on the Use instead (which must be clean)."),
+        ("check_rules_gpu.json", lambda p: [] if (folder / "trace_rules_gpu.json").exists() else check_table(p),
+         "cgkit check rules on the GPU: each rule's Example under real capture or compile",
+         "`tests/check/test_rules_gpu.py`: the Example must fail capture or replay wrong (failed / wrong), the Use "
+         "instead must capture and replay right (ok)."),
+        ("compile-hazards.jsonl", compile_hazards_table, "What each compiled-region hazard does under reduce-overhead",
+         "`benchmarks/compile_hazards.py --device cuda`: frames Dynamo compiled (8 = a recompile on every call until "
+         "the recompile limit), graph breaks (distinct reasons), CUDA graphs recorded by cudagraph trees, skips, and "
+         "what the run raised. The evidence for the severities of `cgkit check` in `torch.compile` regions."),
+        ("capture-facts.jsonl", facts_table, "Manual-capture facts behind CG408, CG412 and CG603",
+         "`benchmarks/capture_facts.py`."),
         ("trace-cost.jsonl", trace_cost_table, "What a trace costs",
          "`benchmarks/trace_cost.py`: one recorded call (both torch modes on, operators logged) against one eager "
          "call of the same step, interleaved in one process, medians of 15."),
@@ -253,7 +277,9 @@ def session_sections(folder: Path) -> list[str]:
     ]
     for name, table, title, text in sections:
         if (folder / name).exists():
-            lines += ["", f"## {title}", "", text, "", *table(folder / name)]
+            rows = table(folder / name)
+            if rows:
+                lines += ["", f"## {title}", "", text, "", *rows]
     notes = folder / "NOTES.md"  # what the session's numbers say, written by hand beside them
     if notes.exists():
         lines += ["", notes.read_text().strip()]
