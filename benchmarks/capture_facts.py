@@ -7,6 +7,10 @@
 * capture-begin-default-stream: `CUDAGraph.capture_begin()` on the default stream raises (CG603),
   and the error text.
 * capture-begin-side-stream: the same on a side stream captures and replays right.
+* graph-stream-default: `torch.cuda.graph(g, stream=torch.cuda.default_stream())` (CG603).
+* autocast-inside-capture: autocast entered and left inside the capture, weights changed between
+  replays: whether the replay uses the new weights (what CG501 leaves out: it reports autocast around
+  a capture, where casts made before it are cached).
 
     python benchmarks/capture_facts.py
 """
@@ -65,6 +69,39 @@ def log_call_in_capture() -> dict:
     return {"log_records": len(records), "replays": 3, "replayed_right": bool(torch.equal(y, x + 1))}
 
 
+def graph_on_default_stream() -> dict:
+    x = torch.randn(64, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=torch.cuda.default_stream()):
+        y = x * 2
+    return {"captured": True, "y_shape": list(y.shape)}
+
+
+def autocast_inside_capture() -> dict:
+    """autocast (cache on, the default) entered and left inside the capture; weights changed between
+    replays: does the replay use the new weights (the casts are recorded), or stale cached copies?"""
+    lin = torch.nn.Linear(64, 64).cuda()
+    x = torch.randn(8, 64, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                lin(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = lin(x)
+    with torch.no_grad():
+        lin.weight.add_(1.0)
+    g.replay()
+    torch.cuda.synchronize()
+    with torch.autocast("cuda", dtype=torch.bfloat16), torch.no_grad():
+        expected = lin(x)
+    return {"replay_uses_new_weights": bool(torch.allclose(y.float(), expected.float(), rtol=1e-2, atol=1e-2))}
+
+
 def capture_begin_default_stream() -> dict:
     x = torch.randn(64, device="cuda")
     g = torch.cuda.CUDAGraph()
@@ -99,6 +136,8 @@ def main() -> int:
         ("cpu-rng-state-in-capture", cpu_rng_state_in_capture),
         ("log-call-in-capture", log_call_in_capture),
         ("capture-begin-side-stream", capture_begin_side_stream),
+        ("autocast-inside-capture", autocast_inside_capture),
+        ("graph-stream-default", graph_on_default_stream),
         ("capture-begin-default-stream", capture_begin_default_stream),  # last: it may spoil the context
     ]:
         print(json.dumps({**_fact(name, fn), **common}), flush=True)

@@ -147,6 +147,16 @@ class History(torch.nn.Module):
         return x * 2
 
 
+class Accumulator(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(8))
+
+    def forward(self, x):
+        self.total = self.total + x  # a new tensor bound to the buffer on every call
+        return self.total * 2
+
+
 class Temperature(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -233,6 +243,7 @@ CASES = [
     ("module list append", "CG402", lambda: case_appended_list, _repeat),
     ("self.calls += 1", "CG402", Counter, _repeat),
     ("self.history.append()", "CG402", History, _repeat),
+    ("buffer rebound in forward", "CG406", Accumulator, _repeat),
     ("attribute set between calls", "CG404", Temperature, _attribute_changed_between_calls),
     ("number argument changing per call", "CG404", lambda: case_scale, _changing_argument),
     ("number argument constant", "-", lambda: case_scale, _constant_argument),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from cgkit.check.callers import functions_of, seed_from_callers
 from cgkit.check.facts import facts_of, is_tensor
 from cgkit.check.names import dotted
 from cgkit.check.project import FUNC_TYPES, ClassIndex, FuncRef
@@ -127,12 +128,26 @@ def _compute_invocations(region, ctx) -> list[Invocation]:
     project = ctx.project
     out = []
     for fref in _functions_mentioning(module, names, region):
+        seed_from_callers(fref, project)  # ``generate(model, ...)`` calls it: model's kind from main
         facts = facts_of(project, fref)
+        local = set(names) | _aliases_of(facts, names)
         for call in facts.calls:
-            if _text(call.node.func) in names and call.node is not region.node:
+            if _text(call.node.func) in local and call.node is not region.node:
                 line = call.node.lineno
                 loops = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= line <= lp.end_lineno]
                 out.append(Invocation(facts, call, loops))
+    return out
+
+
+def _aliases_of(facts, names) -> set[str]:
+    """Local names bound to the compiled callable: ``fn = step_debug if debug else step``."""
+    out = set()
+    for s in facts.stores:
+        value = getattr(s.node, "value", None)
+        if type(s.node) is ast.Assign and value is not None and type(value) in (ast.Name, ast.Attribute, ast.IfExp):
+            parts = [value] if type(value) is not ast.IfExp else [value.body, value.orelse]
+            if any(_text(p) in names for p in parts):
+                out.add(s.name)
     return out
 
 
@@ -197,6 +212,45 @@ def _compute_changes(region, ctx) -> dict:
     else:  # make_graphed_callables: the graphed callables run below the graphing call
         end = region.stmt.end_lineno
         _writes(facts_of(project, region.scope), lambda line: line > end, ctx, out)
+    for passed in region.passed:  # a capture helper: its callers run on after it returns the graph
+        end = passed.call.end_lineno
+        _writes(facts_of(project, passed.caller), lambda line, end=end: line > end, ctx, out)
+    for facts, loops in replay_sites(region, ctx):  # a runner: the loops that replay the graph
+        _writes(facts, lambda line, loops=loops: any(lo <= line <= hi for lo, hi in loops), ctx, out)
+    return out
+
+
+def replay_sites(region, ctx) -> list:
+    """Functions of the region's file that replay its graph (``self.graph.replay()`` in a runner's
+    method, ``g.replay()``), with the lines that run between two replays: the loops around each replay,
+    or, for a replay outside any loop, the rest of the function: ``[(facts, [(first, last), ...])]``."""
+    if region.graph_expr is None or region.span is None:
+        return []
+    return ctx.memo(("replays", id(region)), lambda: _compute_replay_sites(region, ctx))
+
+
+def _compute_replay_sites(region, ctx) -> list:
+    graph = _text(region.graph_expr)
+    if graph is None:
+        return []
+    needle = f"{graph.rsplit('.', 1)[-1]}.replay("
+    out = []
+    for fref in functions_of(region.module):
+        node = fref.node
+        text = region.module.text if type(node) is ast.Module else "\n".join(region.module.lines[node.lineno - 1 : node.end_lineno])
+        if needle not in text or (graph.startswith("self.") and fref.cls is not (region.scope.cls if region.scope else None)):
+            continue
+        facts = facts_of(ctx.project, fref)
+        loops = []
+        for c in facts.calls:
+            if c.meth == "replay" and _text(c.node.func.value) == graph:
+                line = c.node.lineno
+                around_it = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= line <= lp.end_lineno]
+                # a method that replays once per call (a runner's __call__): what follows the replay runs
+                # before the next one
+                loops.extend(around_it or [(line, getattr(node, "end_lineno", line))])
+        if loops:
+            out.append((facts, loops))
     return out
 
 
@@ -205,7 +259,7 @@ def _writes(sf, between, ctx, out: dict) -> None:
     is_module = type(sf.fref.node) is ast.Module
     for s in sf.stores:
         line = s.node.lineno
-        if not between(line) or is_tensor(s.kind) or type(s.kind) is tuple or not python_number_binding(s):
+        if not between(line) or is_tensor(s.kind) or type(s.kind) is tuple or not python_number_binding(s, sf):
             continue
         change = Change(sf.module, s.node, literal=True)
         out.setdefault(("local", sf.fref.key, s.name), []).append(change)
@@ -254,12 +308,19 @@ def _writes_in_callee(tf, via, out: dict) -> None:
             out.setdefault(("group", key), []).append(Change(tf.module, stmt, None, via))
 
 
-def python_number_binding(store) -> bool:
+def python_number_binding(store, facts=None) -> bool:
     """A binding that evidence says holds a Python number: a literal or arithmetic, a counter, the
     index of ``range``/``enumerate``. Calls are unknown, and are not guessed at."""
     node = store.node
+    if is_tensor(store.kind) or type(store.kind) is tuple:
+        return False
     if store.loop_target:
         it = getattr(node, "iter", None)
+        if type(it) is ast.Name and facts is not None:  # ``ts = x.tolist()`` ... ``for t in ts``
+            bound = [s for s in facts.stores if s.name == it.id and s.node.lineno < node.lineno]
+            it = getattr(bound[-1].node, "value", None) if bound else None
+        if type(it) is ast.Call and type(it.func) is ast.Attribute and it.func.attr == "tolist":
+            return type(node.target) is ast.Name  # ``for t in ts.tolist()``: Python numbers
         if type(it) is not ast.Call or type(it.func) is not ast.Name:
             return False
         if it.func.id == "range":
@@ -274,7 +335,30 @@ def python_number_binding(store) -> bool:
         return False
     if store.aug:
         return True
+    if type(value) is ast.Subscript and facts is not None:  # ``gamma = schedule[i]`` over a tuple of numbers
+        return _numbers_literal(_binding_of(facts, value.value, node.lineno))
     return _number_expr(value)
+
+
+def _binding_of(facts, expr, line: int):
+    """The literal a name holds: its last assignment above ``line``, or its parameter default."""
+    if type(expr) is not ast.Name:
+        return None
+    bound = [s for s in facts.stores if s.name == expr.id and s.node.lineno < line]
+    if bound:
+        return getattr(bound[-1].node, "value", None)
+    fn = facts.fref.node
+    if type(fn) is ast.Module or expr.id not in facts.param_nodes:
+        return None
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults, strict=True))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
+    return defaults.get(expr.id)
+
+
+def _numbers_literal(value) -> bool:
+    return type(value) in (ast.Tuple, ast.List) and bool(value.elts) and all(_number_expr(e) for e in value.elts)
 
 
 def _number_expr(value) -> bool:
@@ -284,9 +368,7 @@ def _number_expr(value) -> bool:
         return isinstance(value.value, (int, float, complex)) and value.value is not None
     if t is ast.UnaryOp:
         return _number_expr(value.operand)
-    if t is ast.BinOp:
-        if any(type(sub) is ast.Call for sub in ast.walk(value)):
-            return False
+    if t is ast.BinOp:  # arithmetic with a number in it (a tensor operand would have made the store a tensor)
         return _number_expr(value.left) or _number_expr(value.right)
     if t is ast.IfExp:
         return _number_expr(value.body) and _number_expr(value.orelse)
@@ -323,9 +405,13 @@ def initial_literal(read, ctx) -> bool:
             init = klass.methods.get("__init__")
             if init is None:
                 continue
-            for store in facts_of(project, FuncRef(klass.module, init, klass, "__init__")).self_stores:
+            init_facts = facts_of(project, FuncRef(klass.module, init, klass, "__init__"))
+            for store in init_facts.self_stores:
                 if store.attr == key[1] and store.value is not None:
-                    return scalar_literal(store.value)
+                    value = store.value
+                    if type(value) is ast.Name and value.id in init_facts.params:  # ``self.decay = decay``
+                        return value.id in init_facts.scalar_params
+                    return scalar_literal(value)
         return False
     if key[0] == "global":
         module = read.module
@@ -454,7 +540,7 @@ def _text(node) -> str | None:
 
 __all__ = [
     "Around", "Change", "Invocation", "Read", "around", "changes_between", "compiled_names", "group_key",
-    "initial_literal", "instance_class", "invocations", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
+    "initial_literal", "instance_class", "invocations", "replay_sites", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
     "replay_loops", "tensor_lr",
 ]
 

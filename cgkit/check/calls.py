@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from cgkit.check.facts import attr_kind, facts_of
+from cgkit.check.facts import argument_kinds, attr_kind, facts_of
 from cgkit.check.project import ClassIndex, FuncRef
 from cgkit.check.regions import kind_targets, resolve_callable
 
@@ -134,26 +134,8 @@ def walk(region, project, scan, emit) -> list:
     return reached
 
 
-def argument_kinds(facts, node: ast.Call, target: FuncRef) -> dict:
-    """Kinds of the arguments at a call, keyed by the callee's parameter names."""
-    params = target.positional_params
-    out = {}
-    for i, arg in enumerate(node.args):
-        if type(arg) is ast.Starred or i >= len(params):
-            break
-        kind = facts.infer(arg)
-        if kind is not None:
-            out[params[i]] = kind
-    for kw in node.keywords:
-        if kw.arg is not None:
-            kind = facts.infer(kw.value)
-            if kind is not None:
-                out[kw.arg] = kind
-    return out
-
-
 def _step(fref: FuncRef, call_line: int | None) -> dict:
     return {"name": fref.display, "line": fref.line, "path": fref.module.path, "call_line": call_line}
 
 
-__all__ = ["resolve_call", "resolve_callable", "walk"]
+__all__ = ["argument_kinds", "resolve_call", "resolve_callable", "walk"]

@@ -14,7 +14,7 @@ import os
 import traceback
 import warnings
 
-from cgkit.check import around, calls, noqa, passed, regions
+from cgkit.check import around, callers, calls, noqa, passed, regions
 from cgkit.check.config import Config, load_config
 from cgkit.check.model import CheckResult, Finding
 from cgkit.check.project import ModuleIndex, Project
@@ -211,7 +211,8 @@ class Checker:
                 self._internal_error(region.module.path, f"analysing the region at line {region.line}")
 
     def _analyse(self, region, ctx: RegionContext) -> None:
-        passed.seed_from_callers(region, self.project)
+        if region.span is not None and region.scope is not None:
+            callers.seed_from_callers(region.scope, self.project)  # the capturing function's parameters
         region.passed = passed.passed_callables(region, self.project)
         for invocation in around.invocations(region, ctx):  # compiled: what its callers pass
             for root in region.roots:

@@ -19,7 +19,8 @@ from cgkit.check.project import FUNC_TYPES, ClassIndex, FuncRef, ModuleIndex, Pr
 
 # Kinds of tensors. Objects are tuples: ("inst", ClassIndex), ("nn", qual), ("optim", qual, call),
 # ("stream",), ("event",), ("graph",), ("generator",), ("scaler",), ("logger",), ("compiled", call),
-# ("ddp", call), ("file",), ("device", is_cuda), ("scheduler", qual, call), ("device_module",).
+# ("ddp", call), ("file",), ("device", is_cuda), ("scheduler", qual, call), ("device_module",),
+# ("modules", qual, classes) for nn.Sequential / nn.ModuleList of project classes.
 TENSOR = "T"
 MASK = "M"
 CPU = "C"
@@ -53,7 +54,7 @@ _MASK_FUNCS = frozenset(
     """bool isnan isinf isfinite eq ne gt ge lt le logical_and logical_or logical_not logical_xor
     isclose isneginf isposinf signbit isin""".split()
 )
-_TENSOR_ATTRS = frozenset("T mT H mH data grad real imag".split())
+_TENSOR_ATTRS = frozenset("T mT H mH data grad real imag values indices".split())  # values/indices: of max/topk/sort
 _MODULE_KEEP_METHODS = frozenset(
     "cuda to half float double bfloat16 train eval requires_grad_ to_empty cpu type share_memory".split()
 )
@@ -85,7 +86,17 @@ def is_callable_module(kind, project: Project) -> bool:
     tag = kind[0]
     if tag == "inst":
         return kind[1].is_module(project)
-    return tag in ("nn", "ddp", "compiled")
+    return tag in ("nn", "ddp", "compiled", "modules")
+
+
+def element_kind(kind):
+    """What indexing or iterating a container of modules gives: its one class (several: unknown)."""
+    if type(kind) is tuple:
+        if kind[0] == "modules" and len(kind[2]) == 1:
+            return ("inst", kind[2][0])
+        if kind[0] == "inst":  # a list of instances of one class is kept as that class
+            return kind
+    return None
 
 
 class CallSite:
@@ -266,7 +277,10 @@ class Facts:
             inner = self.infer(e.value, _depth + 1)
             if is_tensor(inner):
                 return CPU if inner is CPU else TENSOR
-            return None
+            return element_kind(inner)
+        if t in (ast.ListComp, ast.GeneratorExp):  # ``[Block() for _ in range(n)]``: a list of one class
+            element = self.infer(e.elt, _depth + 1)
+            return element if type(element) is tuple and element[0] == "inst" else None
         if t is ast.Attribute:
             value = e.value
             if type(value) is ast.Name and value.id == self.self_name and self.cls is not None:
@@ -321,11 +335,21 @@ class Facts:
                 return CPU if recv is CPU and meth not in ("to", "cuda") else TENSOR
             if type(recv) is tuple:
                 tag = recv[0]
-                if tag in ("inst", "nn", "ddp", "compiled") and meth in _MODULE_KEEP_METHODS:
+                if tag in ("inst", "nn", "ddp", "compiled", "modules") and meth in _MODULE_KEEP_METHODS:
                     return recv
                 if tag == "inst" and meth == "forward" and recv[1].is_module(self.project):
                     return TENSOR
                 return None
+            if recv is None and not _is_self_attr(func.value, self.self_name):
+                if meth in _TENSOR_ONLY_METHODS:
+                    return TENSOR  # ``logits.softmax(-1)``: only tensors have these methods (not arrays, lists, modules)
+                if meth in _TENSOR_ONLY_MASK_METHODS:
+                    return MASK
+            if recv is None and meth in _TO_DEVICE and type(func.value) in (ast.Subscript, ast.Attribute) \
+                    and not _is_self_attr(func.value, self.self_name):
+                # ``batch["x"].cuda()``, ``item.feats.to(device)``: data moved to the GPU (a module is
+                # moved through a name, and ``self.<sub>`` is resolved above when it is one).
+                return TENSOR
         elif type(func) is ast.Call:
             inner_q = self.qual(func.func)
             if inner_q == "torch.compile":
@@ -345,8 +369,14 @@ class Facts:
         if q in ("torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel"):
             inner = self.infer(e.args[0]) if e.args else None
             return ("ddp", e, inner)
+        if q in _MODULE_CONTAINERS:
+            classes = self._element_classes(e)
+            if classes:  # ``nn.Sequential(A(), B())``, ``nn.ModuleList([Block() for _ in range(n)])``
+                return ("modules", q, classes)
         if len(parts) >= 3 and parts[1] == "nn" and last[:1].isupper():
             return ("nn", q)
+        if q in _TENSOR_RETURNING:
+            return TENSOR
         if parts[1] == "device":
             return ("device", bool(e.args) and _device_literal(e.args[0]) == "cuda")
         sub = ".".join(parts[1:-1])
@@ -365,6 +395,18 @@ class Facts:
                 return CPU if _device_literal(device) == "cpu" else TENSOR
             return TENSOR
         return None
+
+    def _element_classes(self, call: ast.Call) -> tuple:
+        """The project classes of the modules put in an ``nn.Sequential``/``ModuleList``."""
+        out = []
+        for arg in call.args:
+            value = arg.value if type(arg) is ast.Starred else arg
+            items = value.elts if type(value) in (ast.List, ast.Tuple) else [value]
+            for item in items:
+                kind = self.infer(item.elt if type(item) in (ast.ListComp, ast.GeneratorExp) else item)
+                if type(kind) is tuple and kind[0] == "inst" and kind[1] not in out:
+                    out.append(kind[1])
+        return tuple(out)
 
     # -- the walk ------------------------------------------------------------------------------
     def _scan(self) -> None:
@@ -411,7 +453,11 @@ class Facts:
                 if type(loop) is not ast.While:
                     self._stmt = loop
                     target = loop.target
-                    self._store_target(target, self.infer(loop.iter), loop, loop_target=True,
+                    iter_kind = self.infer(loop.iter)
+                    element = element_kind(iter_kind)
+                    if element is not None and type(target) is ast.Name:  # ``for block in self.blocks:``
+                        iter_kind = element
+                    self._store_target(target, iter_kind, loop, loop_target=True,
                                        at=(target.lineno, target.col_offset))
                 continue
             push(reversed(list(ast.iter_child_nodes(n))))
@@ -785,6 +831,26 @@ def _is_scalar_default(node) -> bool:
     return False
 
 
+_TO_DEVICE = frozenset(("cuda", "to", "pin_memory"))
+_MODULE_CONTAINERS = frozenset(("torch.nn.Sequential", "torch.nn.ModuleList"))
+_TENSOR_RETURNING = frozenset(("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
+                               "torch.nn.utils.get_total_norm"))
+# Mask-producing methods only tensors have (NumPy has these as functions, not methods).
+_TENSOR_ONLY_MASK_METHODS = frozenset("logical_not logical_and logical_or logical_xor isfinite isnan isinf".split())
+# Methods that only tensors have (not NumPy arrays, lists, strings, dicts or modules): their result is a tensor.
+_TENSOR_ONLY_METHODS = frozenset(
+    """softmax log_softmax masked_fill masked_fill_ masked_scatter unsqueeze contiguous view view_as expand
+    expand_as permute sigmoid relu silu gelu bmm baddbmm addmm new_zeros new_ones new_empty new_full
+    new_tensor index_select index_add index_copy index_fill scatter scatter_add scatter_reduce gather narrow
+    unflatten type_as detach logsumexp softplus clamp_min clamp_max masked_select nan_to_num float_power
+    addcmul addcdiv lerp""".split()
+)
+
+
+def _is_self_attr(node, self_name) -> bool:
+    return type(node) is ast.Attribute and type(node.value) is ast.Name and node.value.id == self_name
+
+
 def _decorator_name(node) -> str | None:
     parts = dotted(node.func if type(node) is ast.Call else node)
     return parts[-1] if parts else None
@@ -795,6 +861,24 @@ def _returns_kind(fn, module: ModuleIndex, qual: str):
     if ann is not None and _is_tensor_annotation(ann):
         return TENSOR
     return None
+
+
+def argument_kinds(facts, node: ast.Call, target: FuncRef) -> dict:
+    """Kinds of the arguments at a call, keyed by the callee's parameter names."""
+    params = target.positional_params
+    out = {}
+    for i, arg in enumerate(node.args):
+        if type(arg) is ast.Starred or i >= len(params):
+            break
+        kind = facts.infer(arg)
+        if kind is not None:
+            out[params[i]] = kind
+    for kw in node.keywords:
+        if kw.arg is not None:
+            kind = facts.infer(kw.value)
+            if kind is not None:
+                out[kw.arg] = kind
+    return out
 
 
 # -- the analysis of a project: each function's facts, computed once ---------------------------------

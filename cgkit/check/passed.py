@@ -13,13 +13,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from cgkit.check.calls import argument_kinds
+from cgkit.check.callers import argument_for, call_sites
 from cgkit.check.facts import facts_of
 from cgkit.check.names import dotted
-from cgkit.check.project import FUNC_TYPES, FuncRef
+from cgkit.check.project import FuncRef
 from cgkit.check.regions import resolve_callable
-
-MAX_CALL_SITES = 50
 
 
 @dataclass
@@ -46,11 +44,15 @@ def passed_callables(region, project) -> list[Passed]:
     if param_slots:
         params = scope.positional_params
         helper_warms = {p for p in param_slots if _called_before(facts, p, region.stmt.lineno, param_slots)}
-        for caller, call in _call_sites(project, scope.name, scope):
+        for caller, call in call_sites(project, scope.name, scope):
             for slot in param_slots:
-                arg = _argument(call, params, slot)
+                arg = argument_for(call, params, slot)
                 if arg is not None:
-                    out.extend(_resolve(project, caller, call, arg, scope.display, slot, slot in helper_warms))
+                    found = _resolve(project, caller, call, arg, scope.display, slot, slot in helper_warms)
+                    for item in found:
+                        project.seed(item.target, _passed_argument_kinds(project, facts, lo, hi, slot, params, caller, call,
+                                                                         item.target))
+                    out.extend(found)
     if attr_slots and scope.cls is not None:
         init = scope.cls.methods.get("__init__")
         if init is not None:
@@ -60,28 +62,12 @@ def passed_callables(region, project) -> list[Passed]:
                 param = _init_param_for(init_facts, attr)
                 if param is None:
                     continue
-                for caller, call in _call_sites(project, scope.cls.name, None):
-                    arg = _argument(call, init_ref.positional_params, param)
+                warms = _attr_called_before(facts, attr, region.stmt.lineno)
+                for caller, call in call_sites(project, scope.cls.name, None):
+                    arg = argument_for(call, init_ref.positional_params, param)
                     if arg is not None:
-                        out.extend(_resolve(project, caller, call, arg, f"{scope.cls.name}()", param, False))
+                        out.extend(_resolve(project, caller, call, arg, f"{scope.cls.name}()", param, warms))
     return out
-
-
-def seed_from_callers(region, project) -> None:
-    """A capture inside a function: its parameters take the kinds its callers pass (``Runner(model)``
-    makes ``model`` a module inside ``Runner.__init__``'s capture). The first call site that gives a
-    kind wins; nothing is assumed where no caller is in view."""
-    scope = region.scope
-    if region.span is None or scope is None or type(scope.node) is ast.Module or scope.key in project.facts_cache:
-        return
-    if scope.name == "__init__" and scope.cls is not None:
-        name, params = scope.cls.name, scope.positional_params
-    else:
-        name, params = scope.name, scope.positional_params
-    for caller, call in _call_sites(project, name, scope):
-        kinds = argument_kinds(facts_of(project, caller), call, scope)
-        if kinds:
-            project.seed(scope, {k: v for k, v in kinds.items() if k in params})
 
 
 def _slots(facts, lo: int, hi: int) -> tuple[set[str], set[str]]:
@@ -116,6 +102,16 @@ def _called_before(facts, param: str, line: int, slots) -> bool:
     return any(type(c.node.func) is ast.Name and c.node.func.id == param and c.node.lineno < line for c in facts.calls)
 
 
+def _attr_called_before(facts, attr: str, line: int) -> bool:
+    """The capturing method runs ``self.<attr>(...)`` before the capture (its warm-up)."""
+    for c in facts.calls:
+        func = c.node.func
+        if type(func) is ast.Attribute and func.attr == attr and type(func.value) is ast.Name \
+                and func.value.id == facts.self_name and c.node.lineno < line:
+            return True
+    return False
+
+
 def _init_param_for(init_facts, attr: str) -> str | None:
     """``self.runnable = runnable`` in ``__init__``: the parameter behind the attribute."""
     for store in init_facts.self_stores:
@@ -124,59 +120,73 @@ def _init_param_for(init_facts, attr: str) -> str | None:
     return None
 
 
-def _call_sites(project, name: str, helper: FuncRef | None):
-    """Calls of ``name(...)`` or ``<x>.name(...)`` in the checked files (a bounded number)."""
-    found = 0
-    needle = f"{name}("
-    for module in project.checked:
-        if needle not in module.text:
+def _passed_argument_kinds(project, helper_facts, lo, hi, slot, params, caller, call, target) -> dict:
+    """The kinds the helper's call of the passed callable gives its parameters: ``fn(*static_args)``
+    with the caller's ``(x, scale, w)``, or ``fn(x)`` with the caller's ``x``."""
+    caller_facts = facts_of(project, caller)
+    target_params = target.positional_params
+    for c in helper_facts.calls:
+        func = c.node.func
+        if not (lo <= c.node.lineno <= hi) or type(func) is not ast.Name:
             continue
-        for fref in _functions(module):
-            if helper is not None and fref.node is helper.node:
-                continue
-            text = "\n".join(module.lines[fref.node.lineno - 1 : fref.node.end_lineno]) if type(fref.node) is not ast.Module else module.text
-            if needle not in text:
-                continue
-            for c in facts_of(project, fref).calls:
-                parts = dotted(c.node.func)
-                if parts and parts[-1] == name:
-                    yield fref, c.node
-                    found += 1
-                    if found >= MAX_CALL_SITES:
-                        return
+        if func.id != slot and not _aliases(helper_facts, func.id, slot):
+            continue
+        values = []
+        for a in c.node.args:
+            if type(a) is ast.Starred and type(a.value) is ast.Name and a.value.id in params:
+                given = argument_for(call, params, a.value.id)
+                if type(given) not in (ast.Tuple, ast.List):
+                    return {}
+                values.extend((caller_facts, e) for e in given.elts)
+            elif type(a) is ast.Name and a.id in params:
+                given = argument_for(call, params, a.id)
+                if given is None:
+                    return {}
+                values.append((caller_facts, given))
+            else:
+                values.append((helper_facts, a))
+        out = {}
+        for name, (facts, expr) in zip(target_params, values, strict=False):
+            kind = facts.infer(expr)
+            if kind is not None:
+                out[name] = kind
+        return out
+    return {}
 
 
-def _functions(module):
-    yield module.body_ref
-    for name, node in module.defs.items():
-        yield FuncRef(module, node, None, name)
-        yield from _nested(module, node, None)
-    for cls in module.classes.values():
-        for name, node in cls.methods.items():
-            yield FuncRef(module, node, cls, name)
+def _aliases(facts, name: str, param: str) -> bool:
+    for s in facts.stores:
+        value = getattr(s.node, "value", None)
+        if s.name == name and value is not None and any(type(n) is ast.Name and n.id == param for n in ast.walk(value)):
+            return True
+    return False
 
 
-def _nested(module, node, cls):
-    for stmt in ast.walk(node):
-        if stmt is not node and type(stmt) in FUNC_TYPES:
-            yield FuncRef(module, stmt, cls, stmt.name)
-
-
-def _argument(call: ast.Call, params: list[str], slot: str):
-    for kw in call.keywords:
-        if kw.arg == slot:
-            return kw.value
-    if slot in params:
-        index = params.index(slot)
-        args = call.args
-        if index < len(args) and not any(type(a) is ast.Starred for a in args[: index + 1]):
-            return args[index]
-    return None
+def _literal_choices(facts, arg) -> list:
+    """``for name, fn, args in (("a", f, ...), ("b", g, ...)):`` then ``helper(fn)``: f and g."""
+    if type(arg) is not ast.Name:
+        return []
+    out = []
+    for loop in facts.loops:
+        if type(loop) is ast.While or type(loop.iter) not in (ast.Tuple, ast.List):
+            continue
+        target = loop.target
+        if type(target) is ast.Name and target.id == arg.id:
+            out.extend(loop.iter.elts)
+        elif type(target) is ast.Tuple:
+            names = [t.id if type(t) is ast.Name else None for t in target.elts]
+            if arg.id in names:
+                index = names.index(arg.id)
+                out.extend(e.elts[index] for e in loop.iter.elts if type(e) in (ast.Tuple, ast.List) and len(e.elts) > index)
+    return out
 
 
 def _resolve(project, caller: FuncRef, call, arg, helper: str, slot: str, helper_warms: bool) -> list[Passed]:
     facts = facts_of(project, caller)
     targets = resolve_callable(facts, arg, call.lineno, project)
+    if not targets:
+        for choice in _literal_choices(facts, arg):
+            targets.extend(resolve_callable(facts, choice, call.lineno, project))
     out = []
     for target in targets:
         warmed = helper_warms or _caller_warms(facts, arg, call.lineno)

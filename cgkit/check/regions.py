@@ -22,6 +22,7 @@ import ast
 import bisect
 import re
 
+from cgkit.check.callers import seed_from_callers
 from cgkit.check.facts import TENSOR, attr_kind, facts_of
 from cgkit.check.model import kind_class
 from cgkit.check.names import add_import, dotted
@@ -132,7 +133,7 @@ class _Finder:
             if t in FUNC_TYPES:
                 ref = FuncRef(self.module, stmt, cls, stmt.name)
                 for dec in stmt.decorator_list:
-                    if type(dec) is ast.Call and self._qual(scope, dec.func) in _COMPILE_QUALS and _cudagraph_mode(dec):
+                    if type(dec) is ast.Call and self._qual(scope, dec.func) in _COMPILE_QUALS and _cudagraph_mode(dec, scope):
                         region = Region("torch.compile", self.module, dec, stmt, f"@torch.compile {ref.display}")
                         region.roots.append(ref)
                         region.scope = scope
@@ -251,18 +252,19 @@ class _Finder:
                     self._capture_begin(node, stmt, stmts, index, scope, ancestors)
                     continue
                 if type(func) is ast.Call:  # torch.compile(mode=...)(fn)
-                    if self._qual(scope, func.func) in _COMPILE_QUALS and not func.args and _cudagraph_mode(func):
+                    if self._qual(scope, func.func) in _COMPILE_QUALS and not func.args and _cudagraph_mode(func, scope):
                         self._compiled(node, func, node.args[0] if node.args else None, stmt, scope, ancestors)
                     continue
                 qual = self._qual(scope, func)
                 if qual is None:
                     continue
-                if qual in _COMPILE_QUALS and _cudagraph_mode(node):
+                if qual in _COMPILE_QUALS and _cudagraph_mode(node, scope):
                     target = node.args[0] if node.args else _kwarg(node, "model")
                     if target is not None:
                         self._compiled(node, node, target, stmt, scope, ancestors)
                 elif qual in _MGC_QUALS:
                     target = node.args[0] if node.args else (_kwarg(node, "callables") or _kwarg(node, "modules"))
+                    seed_from_callers(scope, self.project)  # a graphing helper: what its callers pass
                     region = Region(_MGC_QUALS[qual], self.module, node, stmt, _short(node))
                     region.scope = scope
                     region.ancestors = list(ancestors)
@@ -276,6 +278,7 @@ class _Finder:
                     self.regions.append(region)
 
     def _compiled(self, node, compile_call, target, stmt, scope, ancestors) -> None:
+        seed_from_callers(scope, self.project)  # ``def __init__(self, model): self.model = torch.compile(model)``
         region = Region("torch.compile", self.module, node, stmt, _short(compile_call))
         region.scope = scope
         region.ancestors = list(ancestors)
@@ -359,6 +362,11 @@ def kind_targets(kind, facts, project: Project, depth: int = 0) -> list[FuncRef]
         return [method] if method is not None else []
     if tag == "ddp":
         return kind_targets(kind[2], facts, project, depth + 1) if len(kind) > 2 else []
+    if tag == "modules":  # calling an nn.Sequential runs each module's forward
+        out = []
+        for cls in kind[2]:
+            out.extend(kind_targets(("inst", cls), facts, project, depth + 1))
+        return out
     if tag == "compiled":
         call = kind[1]
         target = call.args[0] if call.args else None
@@ -429,9 +437,14 @@ def _root_region(kind: str, module: ModuleIndex, ref: FuncRef, name: str) -> Reg
     return region
 
 
-def _cudagraph_mode(call: ast.Call) -> bool:
+def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
+    """``mode="reduce-overhead"`` / ``"max-autotune"``, ``backend="cudagraphs"`` or the triton.cudagraphs
+    option; a mode passed as a name counts when the name's default (a parameter of ``scope``) or its
+    module-level value is one of them (``def __init__(self, compile_mode="max-autotune")``)."""
     for kw in call.keywords:
         value = kw.value
+        if kw.arg == "mode" and type(value) is ast.Name and scope is not None:
+            value = _constant_of(value.id, scope) or value
         if kw.arg == "mode" and type(value) is ast.Constant and value.value in _CUDAGRAPH_MODES:
             return True
         if kw.arg == "backend" and type(value) is ast.Constant and value.value == "cudagraphs":
@@ -443,6 +456,24 @@ def _cudagraph_mode(call: ast.Call) -> bool:
     return False
 
 
+def _constant_of(name: str, scope: FuncRef):
+    """The constant a name stands for: a parameter's default, else a module-level assignment."""
+    node = scope.node
+    if type(node) is not ast.Module:
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults, strict=True))
+        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
+        if name in defaults:
+            value = defaults[name]
+            return value if type(value) is ast.Constant else None
+    for stmt in scope.module.tree.body:
+        if type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == name for t in stmt.targets):
+            if type(stmt.value) is ast.Constant:
+                return stmt.value
+    return None
+
+
 def _kwarg(call: ast.Call, name: str):
     for kw in call.keywords:
         if kw.arg == name:
@@ -451,11 +482,14 @@ def _kwarg(call: ast.Call, name: str):
 
 
 def _flatten(expr) -> list:
+    """The callables of ``(a, b)``, ``[a, b]``, ``tuple(mods)``, ``list(mods)``."""
     if type(expr) in (ast.Tuple, ast.List):
         out = []
         for elt in expr.elts:
             out.extend(_flatten(elt))
         return out
+    if type(expr) is ast.Call and type(expr.func) is ast.Name and expr.func.id in ("tuple", "list") and len(expr.args) == 1:
+        return _flatten(expr.args[0])
     return [expr]
 
 

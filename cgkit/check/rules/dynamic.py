@@ -154,11 +154,17 @@ def boolean_mask_index(item, f):
         if type(entry) is ast.Compare and _same(entry.left, sub.value) and not _identity_compare(entry):
             yield found(sub, stmt)
             continue
-        if f.infer(entry) is MASK:
+        kind = f.infer(entry)
+        if kind is MASK or (is_tensor(kind) and _named_mask(entry)):
             if value_kind is None:
                 value_kind = f.infer(sub.value)
             if value_kind is not CPU:
                 yield found(sub, stmt)
+
+
+def _named_mask(node) -> bool:
+    """A tensor called ``mask`` (``pad_mask``, ``keep_mask``...): indexing with it selects elements."""
+    return type(node) is ast.Name and "mask" in node.id.lower()
 
 
 def _same(a, b) -> bool:

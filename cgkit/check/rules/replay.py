@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from cgkit.check import around as near
+from cgkit.check import callers
 from cgkit.check.facts import RANDOM_FACTORIES, attr_kind, facts_of, is_tensor, module_facts
 from cgkit.check.model import Rule
 from cgkit.check.rules._base import Body, Calls, Each, Family, Region, code, found, is_false, text_of
@@ -363,6 +364,17 @@ def _persistent_container(f, value) -> bool:
     return False
 
 
+@RULES.also("CG402", Each("item_stores"))
+def host_counter_in_container(item, f):
+    """``stats["calls"] += 1`` on a dict or list that outlives the call (the caller's, a module's, the
+    object's); filling a cache entry with a plain assignment is one-time set-up, and is not reported."""
+    target, stmt = item
+    value = target.value
+    passed_in = type(value) is ast.Name and value.id in f.params and not is_tensor(f.infer(value))
+    if type(stmt) is ast.AugAssign and (passed_in or _persistent_container(f, value)):
+        yield found(stmt, stmt, what=f"`{text_of(target)} {_op(stmt.op)}= ...`")
+
+
 @RULES.also("CG402", Each("self_stores"))
 def host_attribute_update(item, f):
     """``self.count += 1`` and ``self.total = self.total + 1`` on a Python number."""
@@ -598,21 +610,44 @@ def _optimizer_groups(region, ctx, changes):
 
 
 def _changing_arguments(region, ctx):
-    """A compiled function called in a loop with a Python number that changes every iteration."""
+    """A compiled function called in a loop with a Python number that changes every iteration: reported
+    where the compiled code reads the parameter that receives it (at the call when it is never read)."""
+    root = region.roots[0] if region.roots else None
+    root_facts = facts_of(ctx.project, root) if root is not None else None
+    reported = set()
     for inv in near.invocations(region, ctx):
         if not inv.loops:
             continue
         facts, call = inv.facts, inv.call
-        args = [*call.node.args, *(kw.value for kw in call.node.keywords if kw.arg is not None)]
-        for arg in args:
-            if type(arg) is not ast.Name or is_tensor(facts.infer(arg)):
+        params = root.positional_params if root is not None else []
+        pairs = [(params[i] if i < len(params) else None, a) for i, a in enumerate(call.node.args) if type(a) is not ast.Starred]
+        pairs += [(kw.arg, kw.value) for kw in call.node.keywords if kw.arg is not None]
+        for param, arg in pairs:
+            change = _changing_number(facts, arg, inv.loops)
+            if change is None or is_tensor(facts.infer(arg)):
                 continue
-            for s in facts.stores:
-                if s.name == arg.id and any(lo <= s.node.lineno <= hi for lo, hi in inv.loops) \
-                        and near.python_number_binding(s):
-                    yield found(arg, module=facts.module, what=arg.id,
-                                detail=f" (passed here; it changes every iteration, set at L{s.node.lineno})")
-                    break
+            detail = f" (passed at L{call.node.lineno}; it changes every call, set at L{change})"
+            reads = [n for n in root_facts.loads if n.id == param] if root_facts is not None and param else []
+            if not reads:
+                yield found(arg, module=facts.module, what=text_of(arg), detail=detail)
+                continue
+            for node in reads:
+                if (param, node.lineno) not in reported:
+                    reported.add((param, node.lineno))
+                    yield found(node, module=root.module, chain=[_root_step(root)], what=param, detail=detail)
+
+
+def _changing_number(facts, arg, loops) -> int | None:
+    """The line where a Python number in ``arg`` (a name, or arithmetic over names) changes in the loop."""
+    for name in [n for n in ast.walk(arg) if type(n) is ast.Name]:
+        for s in facts.stores:
+            if s.name == name.id and any(lo <= s.node.lineno <= hi for lo, hi in loops) and near.python_number_binding(s, facts):
+                return s.node.lineno
+    return None
+
+
+def _root_step(root) -> dict:
+    return {"name": root.display, "line": root.line, "path": root.module.path, "call_line": None}
 
 
 @RULES.rule(
@@ -670,6 +705,27 @@ def rebound_static_input(region, ctx):
                 and name not in reported:
             reported.add(name)
             yield found(stmt, what=name, line=region.line, how="deleted")
+
+
+@RULES.also("CG405", Region())
+def rebound_input_of_helper(region, ctx):
+    """A tensor handed to a capture helper (``graph_capture(fn, (x, w))``) and rebound after the call."""
+    seen = set()
+    for passed in region.passed:
+        facts = facts_of(ctx.project, passed.caller)
+        call = passed.call
+        names = []
+        for arg in [*call.args, *(kw.value for kw in call.keywords)]:
+            items = arg.elts if type(arg) in (ast.Tuple, ast.List) else [arg]
+            names.extend(item.id for item in items if type(item) is ast.Name)
+        for name in names:
+            if (id(call), name) in seen or not is_tensor(facts.kind_of_name(name, (call.lineno, call.col_offset))):
+                continue
+            for s in facts.stores:
+                if s.name == name and s.node.lineno > call.end_lineno and not s.aug:
+                    seen.add((id(call), name))
+                    yield found(s.node, module=facts.module, what=name, line=call.lineno, how="rebound")
+                    break
 
 
 @RULES.rule(
@@ -810,6 +866,68 @@ def output_kept_without_clone(region, ctx):
             yield found(stmt, what=name)
 
 
+@RULES.also("CG407", Region())
+def output_kept_elsewhere(region, ctx):
+    """Outputs of a capture kept across replays outside the capturing function: returned by a capture
+    helper (``g, x, y = capture(model)`` then ``results.append(y)`` in the replay loop), or stored on
+    the runner (``self.static_out``) and appended in the method that replays."""
+    around = near.around(region, ctx)
+    if around is None:
+        return
+    outputs = set(around.stores)
+    returned = _returned_positions(region.scope.node, outputs) if type(region.scope.node) is not ast.Module else {}
+    if returned:
+        for fref, call in callers.call_sites(ctx.project, region.scope.name, region.scope):
+            facts = facts_of(ctx.project, fref)
+            kept = _bound_from(facts, call, returned)
+            loops = _replay_loops(facts)
+            for name, stmt in facts.escapes:
+                if name in kept and any(lo <= stmt.lineno <= hi for lo, hi in loops):
+                    yield found(stmt, module=facts.module, what=name)
+    attrs = {f"{around.facts.self_name}.{st.attr}" for st in around.facts.self_stores
+             if around.start <= st.stmt.lineno <= around.end} if around.facts.self_name else set()
+    if attrs:
+        for facts, loops in near.replay_sites(region, ctx):
+            for c in facts.calls:
+                if c.meth in ("append", "extend", "insert") and any(lo <= c.node.lineno <= hi for lo, hi in loops):
+                    for arg in c.node.args:
+                        if text_of(arg) in attrs:
+                            yield found(c.stmt, module=facts.module, what=text_of(arg))
+
+
+def _returned_positions(fn, outputs: set[str]) -> dict:
+    """{position in the returned tuple (None: the whole value): name} for captured outputs returned."""
+    out = {}
+    for node in ast.walk(fn):
+        if type(node) is ast.Return and node.value is not None:
+            value = node.value
+            if type(value) is ast.Tuple:
+                for i, elt in enumerate(value.elts):
+                    if type(elt) is ast.Name and elt.id in outputs:
+                        out[i] = elt.id
+            elif type(value) is ast.Name and value.id in outputs:
+                out[None] = value.id
+    return out
+
+
+def _bound_from(facts, call, returned: dict) -> set[str]:
+    """The caller's names that receive the returned outputs (``g, x, y = capture(...)``)."""
+    for s in facts.stores:
+        stmt = s.node
+        if type(stmt) is ast.Assign and stmt.value is call:
+            target = stmt.targets[0]
+            if type(target) is ast.Tuple:
+                return {t.id for i, t in enumerate(target.elts) if i in returned and type(t) is ast.Name}
+            if type(target) is ast.Name and None in returned:
+                return {target.id}
+    return set()
+
+
+def _replay_loops(facts) -> list[tuple[int, int]]:
+    return [(lp.lineno, lp.end_lineno) for lp in facts.loops
+            if any(c.meth == "replay" and lp.lineno <= c.node.lineno <= lp.end_lineno for c in facts.calls)]
+
+
 def _last_binding_line(sf, name: str, line: int) -> int:
     last = 0
     for s in sf.stores:
@@ -826,6 +944,10 @@ def compiled_output_kept(region, ctx):
     for inv in near.invocations(region, ctx):
         facts, call = inv.facts, inv.call
         stmt = call.stmt
+        kept_directly = _kept_directly(stmt, call.node, inv.loops)
+        if kept_directly:
+            yield found(stmt, module=facts.module, what=text_of(call.node.func) + "(...)", detail=kept_directly)
+            continue
         if type(stmt) is not ast.Assign or stmt.value is not call.node:
             continue
         names = [t.id for t in _flat_targets(stmt.targets) if type(t) is ast.Name]
@@ -835,6 +957,18 @@ def compiled_output_kept(region, ctx):
                   if i.facts is facts and i.call is not call]
         for name in names:
             yield from _kept(facts, name, stmt, call.node, others, inv.loops)
+
+
+def _kept_directly(stmt, call_node, loops) -> str | None:
+    """``outs = [f(x) for _ in range(n)]`` or ``outs.append(f(x))`` in a loop: each output is kept as the
+    next call runs."""
+    value = getattr(stmt, "value", None)
+    if type(value) in (ast.ListComp, ast.SetComp, ast.DictComp) and any(n is call_node for n in ast.walk(value)):
+        return " (a list of the outputs of successive calls)"
+    if type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr in ("append", "extend", "insert") \
+            and any(a is call_node for a in value.args) and loops:
+        return " (the loop calls it again)"
+    return None
 
 
 def _kept(facts, name, stmt, call_node, others, loops):
@@ -847,6 +981,12 @@ def _kept(facts, name, stmt, call_node, others, loops):
         line = where.lineno
         if kept_name == name and bound < line < until and loop is not None and loop[0] <= line <= loop[1]:
             yield found(where, module=facts.module, what=name, detail=" (the loop calls it again)")
+            return
+    for s in facts.stores:  # ``prev_logits = logits`` in the loop: read again after the next call
+        value = getattr(s.node, "value", None)
+        if loop is not None and type(value) is ast.Name and value.id == name and bound < s.node.lineno < until \
+                and loop[0] <= s.node.lineno <= loop[1]:
+            yield found(s.node, module=facts.module, what=name, detail=f" (as `{s.name}`, read on the next iteration)")
             return
     later_calls = [n.lineno for n in others if bound < n.lineno < until]
     if loop is None and later_calls:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ast
 
+from cgkit.check.callers import argument_for, call_sites
 from cgkit.check.facts import class_attrs, facts_of, is_callable_module, module_facts
 from cgkit.check.model import Rule
 from cgkit.check.project import FuncRef
-from cgkit.check.rules._base import Calls, Family, Region, code, found, is_false, is_true, text_of
+from cgkit.check.rules._base import Calls, Each, Family, Region, code, found, is_false, is_true, text_of
 
 # torch.optim classes with a `capturable` flag whose step() refuses capture when it is False
 # (they call Optimizer._accelerator_graph_capture_health_check).
@@ -195,8 +196,18 @@ def hooks_before_graphing(region, ctx):
     names = {text_of(t) for t in region.targets}
     hooks = []  # (module, call, text)
     for c in sf.calls:
-        if c.meth in _HOOK_METHODS and c.node.lineno < rs and text_of(c.node.func.value) in names:
+        if c.meth in _HOOK_METHODS and c.node.lineno < rs and text_of(_container(c.node.func.value)) in names:
             hooks.append((region.module, c.node, f"{text_of(c.node.func.value)}.{c.meth}()"))
+    # A graphing helper (``def graph_modules(modules, ...)``): hooks its callers put on what they pass.
+    params = [t.id for t in region.targets if type(t) is ast.Name and t.id in sf.params]
+    if params and type(region.scope.node) is not ast.Module:
+        positional = region.scope.positional_params
+        for caller, call in call_sites(ctx.project, region.scope.name, region.scope):
+            cf = facts_of(ctx.project, caller)
+            passed = {text_of(a) for p in params for a in [argument_for(call, positional, p)] if a is not None}
+            for c in cf.calls:
+                if c.meth in _HOOK_METHODS and c.node.lineno < call.lineno and text_of(_container(c.node.func.value)) in passed:
+                    hooks.append((caller.module, c.node, f"{text_of(c.node.func.value)}.{c.meth}()"))
     for root in region.roots:
         if root.cls is not None:
             for klass in root.cls.mro(ctx.project):
@@ -210,6 +221,13 @@ def hooks_before_graphing(region, ctx):
         where = f"L{call.lineno}" if module is region.module else f"{module.path}:{call.lineno}"
         more = f" and {len(hooks) - 1} more" if len(hooks) > 1 else ""
         yield found(region.node, what=f"{what} ({where}){more}")
+
+
+def _container(expr):
+    """``blocks[0]`` -> ``blocks``: a hook on one module of a list that is graphed."""
+    while type(expr) is ast.Subscript:
+        expr = expr.value
+    return expr
 
 
 def _ddp_constructions(region, ctx) -> list:
@@ -535,7 +553,7 @@ def capture_without_warmup(region, ctx):
             if c.meth == "step" and type(c.recv) is tuple and c.recv[0] == "optim":
                 needs = "an optimizer step"
                 break
-            if is_callable_module(sf.infer(c.node.func), project):
+            if _callable_object(sf.infer(c.node.func), project):
                 name = text_of(c.node.func)
                 # A forward-only capture is warmed up by any earlier call of the same module.
                 if not any(o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls):
@@ -566,6 +584,14 @@ def _needs_warmup(facts, project) -> str | None:
         if is_callable_module(facts.infer(c.node.func), project):
             return f"`{text_of(c.node.func)}(...)`"
     return None
+
+
+def _callable_object(kind, project) -> bool:
+    """A module, or an object of a project class with ``__call__`` (a sampler, a runner): its first
+    call does the same one-time work a model's does."""
+    if is_callable_module(kind, project):
+        return True
+    return type(kind) is tuple and kind[0] == "inst" and kind[1].find_method("__call__", project) is not None
 
 
 def _warmed_up(sf, before_line: int, ctx) -> bool:
@@ -714,6 +740,19 @@ def _reset_between(sf, name: str, lo: int, hi: int) -> bool:
     Calls(every=True),
 )
 def compiled_input_mutation(c, f):
+    yield from _mutated_argument(c, f)
+
+
+@RULES.also("CG510", Each("item_stores"))
+def compiled_input_item_store(item, f):
+    """``cache[:, pos] = v`` on an argument: an in-place write, like ``copy_``."""
+    target, stmt = item
+    value = target.value
+    if type(value) is ast.Name and value.id in f.params and f.infer(value) is not None:
+        yield found(stmt, stmt, root_only=True, what=f"{value.id}[...] = ...")
+
+
+def _mutated_argument(c, f):
     m = c.meth
     if m is not None and m.endswith("_") and not m.startswith("_") and m != "requires_grad_":
         value = c.node.func.value

@@ -132,14 +132,15 @@ _SET_STREAM = ("torch.cuda.set_stream", "torch.accelerator.set_stream")
         code="CG603",
         name="capture-on-default-stream",
         category="stream",
-        message="`{what}.capture_begin()` runs on the default stream: capture fails here",
+        message="the capture into `{what}` runs on the default stream ({how}): capture fails here",
         fix="Capture on a side stream: `s = torch.cuda.Stream()`, `s.wait_stream(torch.cuda.current_stream())`, "
         "then `with torch.cuda.stream(s): g.capture_begin() ... g.capture_end()` "
         "(`with torch.cuda.graph(g)` does this for you).",
         compile=None,
-        what="Checks for `CUDAGraph.capture_begin()` called in a script (or a function the script calls) "
-        "with no `torch.cuda.stream(...)` context or `set_stream` around it. A `capture_begin` inside a "
-        "library function whose callers are not in view is not reported: they may set the stream.",
+        what="Checks for `CUDAGraph.capture_begin()` called in a script, in a function the script calls or "
+        "in a function that also replays the graph, with no `torch.cuda.stream(...)` context or `set_stream` "
+        "around it; and for `torch.cuda.graph(g, stream=torch.cuda.default_stream())`. A `capture_begin` "
+        "inside a library function whose callers are not in view is not reported: they may set the stream.",
         why="PyTorch refuses to capture on the default stream: `capture_begin` raises \"CUDA graphs must "
         "be captured on a non-default stream\". `with torch.cuda.graph(g)` switches to a side stream by "
         "itself; the raw `capture_begin()`/`capture_end()` pair does not, so the code around it must.",
@@ -171,19 +172,31 @@ _SET_STREAM = ("torch.cuda.set_stream", "torch.accelerator.set_stream")
     Region(),
 )
 def capture_on_default_stream(region, ctx):
+    if region.kind == "torch.cuda.graph":
+        stream = next((kw.value for kw in region.node.keywords if kw.arg == "stream"), None)
+        if type(stream) is ast.Call and type(stream.func) is ast.Attribute and stream.func.attr == "default_stream":
+            yield found(stream, what=text_of(region.graph_expr), how="`stream=` names the default stream")
+        return
     if region.kind != "capture_begin" or region.scope is None:
         return
     sf = facts_of(ctx.project, region.scope)
     line = region.stmt.lineno
     if _on_side_stream(sf, line):
         return
-    if type(region.scope.node) is not ast.Module:
-        # A function: report only when the file's own top-level code calls it, off any stream context.
+    if type(region.scope.node) is not ast.Module and not _replays_itself(sf, region):
+        # A helper: report only when the file's own top-level code calls it, off any stream context
+        # (its callers elsewhere may set the stream). A function that also replays the graph drives
+        # the whole loop itself: no caller sets its stream.
         module_code = facts_of(ctx.project, region.module.body_ref)
         calls = [c for c in module_code.calls if type(c.node.func) is ast.Name and c.node.func.id == region.scope.name]
         if not calls or any(_on_side_stream(module_code, c.node.lineno) for c in calls):
             return
-    yield found(region.node, what=text_of(region.graph_expr))
+    yield found(region.node, what=text_of(region.graph_expr), how="`capture_begin()` with no side stream around it")
+
+
+def _replays_itself(facts, region) -> bool:
+    graph = text_of(region.graph_expr)
+    return any(c.meth == "replay" and text_of(c.node.func.value) == graph for c in facts.calls)
 
 
 def _on_side_stream(facts, line: int) -> bool:
