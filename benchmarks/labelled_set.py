@@ -11,9 +11,10 @@ A labelled set is a folder of Python files whose lines carry trailing labels:
 Each file is checked on its own (as a user runs `cgkit check script.py`). A hazard counts as found
 when an error or warning is reported on its line with the same category ("found, other category" when
 only another category is); an error or warning on a CLEAN line is a false alarm; one on an unlabelled
-line is listed for review (precision counts it against cgkit until a reader labels the line).
+line is listed for review (precision counts it against cgkit until a reader labels the line). For
+precision, an error or warning on a hazard line is no false alarm whatever its category.
 
-    python benchmarks/labelled_set.py FOLDER [--out REPORT.md] [--json OUT.json]
+    python benchmarks/labelled_set.py FOLDER [--adjudicated VERDICTS.json] [--out REPORT.md] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ def labels_of(path: Path) -> dict[int, tuple[str, str]]:
     return out
 
 
-def score(folder: Path) -> dict:
+def score(folder: Path, adjudicated: list[dict] | None = None) -> dict:
+    """``adjudicated``: verdicts on findings at unlabelled lines (``{"file", "line", "verdict": "true" |
+    "false", "why"}``), read after the fact; a true one counts as a hazard found, outside recall."""
+    reviewed = {(a["file"], a["line"]): a for a in adjudicated or []}
     rows = []
     for path in sorted(folder.rglob("*.py")):
         labels = labels_of(path)
@@ -64,12 +68,14 @@ def score(folder: Path) -> dict:
                              "status": "false alarm" if hits else "quiet", "codes": sorted({f.code for f in hits})})
         for line, hits in found.items():
             if line not in labels:
-                rows.append({"file": path.name, "line": line, "label": "unlabelled", "status": "review",
-                             "codes": sorted({f.code for f in hits})})
+                verdict = reviewed.get((path.name, line))
+                status = f"reviewed {verdict['verdict']}" if verdict else "review"
+                rows.append({"file": path.name, "line": line, "label": "unlabelled", "status": status,
+                             "codes": sorted({f.code for f in hits}), "why": verdict["why"] if verdict else ""})
     hazards = [r for r in rows if r["label"] not in ("CLEAN", "unlabelled")]
     found_rows = [r for r in hazards if r["status"] == "found"]
     flagged_lines = [r for r in rows if r["codes"]]
-    true_lines = [r for r in flagged_lines if r["label"] not in ("CLEAN", "unlabelled")]
+    true_lines = [r for r in flagged_lines if r["label"] not in ("CLEAN", "unlabelled") or r["status"] == "reviewed true"]
     by_category = {}
     for cat in CATEGORIES:
         of_cat = [r for r in hazards if r["label"] == cat]
@@ -85,7 +91,9 @@ def score(folder: Path) -> dict:
         "precision": len(true_lines) / len(flagged_lines) if flagged_lines else None,
         "clean": sum(r["label"] == "CLEAN" for r in rows),
         "false_alarms_on_clean": sum(r["status"] == "false alarm" for r in rows),
-        "unlabelled_findings": sum(r["label"] == "unlabelled" for r in rows),
+        "unlabelled_findings": sum(r["status"] == "review" for r in rows),
+        "reviewed_true": sum(r["status"] == "reviewed true" for r in rows),
+        "reviewed_false": sum(r["status"] == "reviewed false" for r in rows),
         "by_category": by_category,
         "unknown_labels": sorted({r["label"] for r in hazards} - set(CATEGORIES)),
     }
@@ -99,17 +107,18 @@ def render(folder: Path, s: dict) -> str:
            f"- lines with an error or warning: {s['flagged_lines']}, on a labelled hazard: "
            f"**precision {pct(s['precision'])}**",
            f"- clean look-alike lines: {s['clean']}, false alarms on them: {s['false_alarms_on_clean']}",
-           f"- findings on unlabelled lines (to review): {s['unlabelled_findings']}", "",
+           f"- findings on unlabelled lines: {s['reviewed_true']} read and true, {s['reviewed_false']} read and false, "
+           f"{s['unlabelled_findings']} not read yet (counted against precision)", "",
            "| category | found | hazards |", "| --- | ---: | ---: |"]
     for cat, (found, total) in s["by_category"].items():
         out.append(f"| {cat} | {found} | {total} |")
     if s["unknown_labels"]:
         out += ["", f"Labels that are no cgkit category: {', '.join(s['unknown_labels'])}"]
-    out += ["", "## Not found, other category, false alarms, unlabelled", "", "| file | line | label | status | codes |",
-            "| --- | ---: | --- | --- | --- |"]
+    out += ["", "## Not found, other category, false alarms, unlabelled", "", "| file | line | label | status | codes | note |",
+            "| --- | ---: | --- | --- | --- | --- |"]
     for r in s["rows"]:
         if r["status"] not in ("found", "quiet"):
-            out.append(f"| {r['file']} | {r['line']} | {r['label']} | {r['status']} | {' '.join(r['codes'])} |")
+            out.append(f"| {r['file']} | {r['line']} | {r['label']} | {r['status']} | {' '.join(r['codes'])} | {r.get('why', '')} |")
     return "\n".join(out) + "\n"
 
 
@@ -118,11 +127,13 @@ def main(argv=None) -> int:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--out", type=Path, help="write the report here (default: print it)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--adjudicated", type=Path, help="verdicts on findings at unlabelled lines (JSON list)")
     args = parser.parse_args(argv)
     if not args.folder.is_dir():
         print(f"no such folder: {args.folder}", file=sys.stderr)
         return 2
-    s = score(args.folder)
+    adjudicated = json.loads(args.adjudicated.read_text(encoding="utf-8")) if args.adjudicated else None
+    s = score(args.folder, adjudicated)
     text = render(args.folder, s)
     if args.out:
         args.out.write_text(text, encoding="utf-8")
