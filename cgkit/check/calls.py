@@ -15,6 +15,7 @@ from cgkit.check.project import ClassIndex, FuncRef
 from cgkit.check.regions import kind_targets, resolve_callable
 
 MAX_DEPTH = 12
+CANDIDATE_DEPTH = 3  # candidates (no capture in view, info only): their own code and a few calls down
 
 
 def resolve_call(facts, call) -> list[FuncRef]:
@@ -120,7 +121,7 @@ def walk(region, project, scan, emit) -> list:
             line = getattr(hazard.node, "lineno", 0)
             if lo <= line <= hi and (is_root or not hazard.root_only):
                 emit(hazard, facts, chain)
-        if len(chain) >= MAX_DEPTH:
+        if len(chain) >= (CANDIDATE_DEPTH if region.klass == "candidate" else MAX_DEPTH):
             continue
         for call in facts.calls:
             line = call.node.lineno

@@ -185,15 +185,16 @@ class Checker:
         found.sort(key=lambda r: (_KLASS_ORDER[r.klass], r.module.path, r.line))
         ctx = RegionContext(self.project, found)
         self._analyse_all(found, ctx)
-        # A file that no region covers (none in it, none reaching into it) gets its candidates: each
-        # module forward and training step, reported as info. Per file, so what a file gets does
-        # not depend on which other files are on the command line.
-        covered = {region.module.path for region in found}
+        # Code that no region covers gets its candidates (each module forward and training step,
+        # reported as info), decided per unit: a package (all checked files under one top-level
+        # package), or a file on its own. What a unit gets does not depend on unrelated files on the
+        # command line; a unit with a capture, or reached by one, gets no guesses.
+        covered = {_unit(region.module) for region in found}
         for region in found:
-            covered.update(facts.module.path for facts, _span, _chain in region.reached)
+            covered.update(_unit(facts.module) for facts, _span, _chain in region.reached)
         candidates = []
         for module in self.project.checked:
-            if module.path not in covered:
+            if _unit(module) not in covered:
                 try:
                     candidates.extend(regions.candidate_regions(module, self.project))
                 except Exception:  # noqa: BLE001
@@ -300,6 +301,15 @@ class Checker:
     def _internal_error(self, path: str, what: str) -> None:
         tb = traceback.format_exc(limit=-3).strip().splitlines()
         self.errors.append(f"{path}: internal error while {what}: {tb[-1] if tb else '?'}")
+
+
+def _unit(module) -> str:
+    """A file's unit for the candidate fallback: its top-level package (with the folder it is imported
+    from), or the file itself when it is a loose script."""
+    if "." not in module.modname and not module.is_package:
+        return module.path
+    _name, _is_package, root = Project.module_name(module.path)
+    return os.path.join(root, module.modname.split(".", 1)[0])
 
 
 def _format(template: str, args: dict) -> str:

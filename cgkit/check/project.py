@@ -16,6 +16,7 @@ _NESTED_BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.While, 
 if hasattr(ast, "TryStar"):
     _NESTED_BLOCKS = (*_NESTED_BLOCKS, ast.TryStar)
 FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+_LIBRARY_ROOTS = frozenset(("torch", "numpy", "os", "sys", "typing", "collections", "builtins", "logging", "math"))
 
 
 def _block_bodies(stmt):
@@ -210,6 +211,7 @@ class Project:
         self._missing: set[str] = set()
         self.facts_cache: dict[int, object] = {}
         self.param_seeds: dict[int, dict[str, object]] = {}
+        self._roots: tuple[int, set[str]] | None = None
         self.loader = None  # callable(path) -> ModuleIndex | None (set by the engine)
 
     # -- module naming -------------------------------------------------------------------------
@@ -284,6 +286,12 @@ class Project:
             return True
         return any(path.startswith(d + os.sep) for d in self.allowed)
 
+    def _roots_present(self) -> set[str]:
+        """First parts of the module names indexed so far (recomputed when modules are added)."""
+        if self._roots is None or self._roots[0] != len(self.modules):
+            self._roots = (len(self.modules), {m.split(".", 1)[0] for m in self.modules})
+        return self._roots[1]
+
     def lookup(self, qual: str, _depth: int = 0):
         """A qualified name -> FuncRef / ClassIndex / ModuleIndex defined in the project, else None."""
         if _depth > 4 or not qual:
@@ -293,10 +301,8 @@ class Project:
             modname = ".".join(parts[:cut])
             mod = self.modules.get(modname)
             if mod is None:
-                if parts[0] in ("torch", "numpy", "os", "sys", "typing", "collections", "builtins", "logging", "math"):
-                    # Never load library code on demand unless it is part of the checked project.
-                    if not any(m.startswith(parts[0]) for m in self.modules):
-                        return None
+                if parts[0] in _LIBRARY_ROOTS and parts[0] not in self._roots_present():
+                    return None  # never load library code on demand unless it is part of the checked project
                 mod = self.module(modname)
             if mod is None:
                 continue
