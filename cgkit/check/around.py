@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from cgkit.check.callers import functions_of, seed_from_callers
+from cgkit.check.callers import call_sites, functions_of, seed_from_callers
 from cgkit.check.facts import facts_of, is_tensor
 from cgkit.check.names import dotted
 from cgkit.check.project import FUNC_TYPES, ClassIndex, FuncRef
@@ -80,15 +80,21 @@ def _compute_around(region, ctx) -> Around:
 
 def replay_loops(region) -> list[tuple[int, int]]:
     """Loops around a capture in which it does not run on every iteration (``if step == 0:``
-    captures, the other iterations replay). A loop whose body captures unconditionally records a
+    captures, the other iterations replay). A loop whose body captures on every iteration records a
     new graph each time: what it rebinds before the capture is the next graph's input, not a
     change under an existing graph."""
     out = []
     ancestors = region.ancestors
     for i, anc in enumerate(ancestors):
-        if type(anc) in _LOOPS and any(type(inner) in _CONDITIONAL for inner in ancestors[i + 1 :]):
+        if type(anc) in _LOOPS and any(type(inner) in _CONDITIONAL for inner in ancestors[i + 1 :]) and _replays_in(anc):
             out.append((anc.lineno, anc.end_lineno))
     return out
+
+
+def _replays_in(loop) -> bool:
+    """The loop replays a graph (``if step == 0: capture ... else: g.replay()``); a loop that captures
+    one graph per size in either branch of an ``if`` records new graphs and replays none."""
+    return any(type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr == "replay" for n in ast.walk(loop))
 
 
 # -- calls of a compiled function ----------------------------------------------------------------
@@ -118,6 +124,30 @@ def compiled_names(region) -> list[str]:
     if type(stmt) is ast.AnnAssign and stmt.value is region.node and _text(stmt.target):
         return [_text(stmt.target)]
     return []
+
+
+def _graph_stored_as(region, ctx, graph: str) -> set[str]:
+    """Where the capturing function keeps its graph: ``self.graphs[bs] = g`` -> ``self.graphs``."""
+    if region.scope is None:
+        return set()
+    facts = facts_of(ctx.project, region.scope)
+    out = set()
+    for target, stmt in facts.item_stores:
+        if type(getattr(stmt, "value", None)) is ast.Name and stmt.value.id == graph:
+            text = _text(target.value)
+            if text:
+                out.add(text)
+    for store in facts.self_stores:
+        if type(store.value) is ast.Name and store.value.id == graph:
+            out.add(f"{facts.self_name}.{store.attr}")
+    return out
+
+
+def _replayed(expr) -> str | None:
+    """``self.graphs[n]`` -> ``self.graphs``; ``g`` -> ``g``."""
+    while type(expr) is ast.Subscript:
+        expr = expr.value
+    return _text(expr)
 
 
 def _compute_invocations(region, ctx) -> list[Invocation]:
@@ -203,6 +233,7 @@ def _compute_changes(region, ctx) -> dict:
             if inv.loops:
                 loops = inv.loops
                 _writes(inv.facts, lambda line, loops=loops: any(lo <= line <= hi for lo, hi in loops), ctx, out)
+        _setters_in_loops(region, ctx, out)
         return out
     if region.scope is None:
         return out
@@ -215,15 +246,22 @@ def _compute_changes(region, ctx) -> dict:
     for passed in region.passed:  # a capture helper: its callers run on after it returns the graph
         end = passed.call.end_lineno
         _writes(facts_of(project, passed.caller), lambda line, end=end: line > end, ctx, out)
-    for facts, loops in replay_sites(region, ctx):  # a runner: the loops that replay the graph
-        _writes(facts, lambda line, loops=loops: any(lo <= line <= hi for lo, hi in loops), ctx, out)
+    rs, re_ = region.stmt.lineno, region.stmt.end_lineno
+    for facts, loops in replay_sites(region, ctx):  # a runner: the code that runs between its replays
+        same = region.scope is not None and facts.fref.key == region.scope.key
+
+        def between(line, loops=loops, same=same):
+            return any(lo <= line <= hi for lo, hi in loops) and not (same and rs <= line <= re_)
+
+        _writes(facts, between, ctx, out, recapture=region.scope)
     return out
 
 
 def replay_sites(region, ctx) -> list:
     """Functions of the region's file that replay its graph (``self.graph.replay()`` in a runner's
-    method, ``g.replay()``), with the lines that run between two replays: the loops around each replay,
-    or, for a replay outside any loop, the rest of the function: ``[(facts, [(first, last), ...])]``."""
+    method, ``g.replay()``, ``self.graphs[bs].replay()``), with the lines that run between two replays:
+    the loops around each replay, or, for a replay outside any loop, the whole function (it runs once per
+    replay): ``[(facts, [(first, last), ...])]``."""
     if region.graph_expr is None or region.span is None:
         return []
     return ctx.memo(("replays", id(region)), lambda: _compute_replay_sites(region, ctx))
@@ -233,28 +271,37 @@ def _compute_replay_sites(region, ctx) -> list:
     graph = _text(region.graph_expr)
     if graph is None:
         return []
-    needle = f"{graph.rsplit('.', 1)[-1]}.replay("
+    names = {graph} | _graph_stored_as(region, ctx, graph)  # ``self.graphs[bs] = g``: replayed as self.graphs[n]
     out = []
     for fref in functions_of(region.module):
         node = fref.node
         text = region.module.text if type(node) is ast.Module else "\n".join(region.module.lines[node.lineno - 1 : node.end_lineno])
-        if needle not in text or (graph.startswith("self.") and fref.cls is not (region.scope.cls if region.scope else None)):
+        if ".replay(" not in text or not any(n.rsplit(".", 1)[-1] in text for n in names):
+            continue
+        if any(n.startswith("self.") for n in names) and fref.cls is not (region.scope.cls if region.scope else None) \
+                and not graph.isidentifier():
             continue
         facts = facts_of(ctx.project, fref)
         loops = []
         for c in facts.calls:
-            if c.meth == "replay" and _text(c.node.func.value) == graph:
+            if c.meth == "replay" and _replayed(c.node.func.value) in names:
                 line = c.node.lineno
                 around_it = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= line <= lp.end_lineno]
-                # a method that replays once per call (a runner's __call__): what follows the replay runs
-                # before the next one
-                loops.extend(around_it or [(line, getattr(node, "end_lineno", line))])
+                if around_it:
+                    loops.extend(around_it)
+                elif type(node) is ast.Module or (region.scope is not None and fref.key == region.scope.key):
+                    loops.append((line, getattr(node, "end_lineno", line)))  # one replay: what follows it
+                else:  # a method that replays once per call (a runner's run()): all of it runs between replays
+                    loops.append((node.lineno, node.end_lineno))
         if loops:
             out.append((facts, loops))
     return out
 
 
-def _writes(sf, between, ctx, out: dict) -> None:
+def _writes(sf, between, ctx, out: dict, recapture=None) -> None:
+    """The writes ``between(line)`` selects in ``sf`` (and the callees it calls there). ``recapture``:
+    the capturing function; a call of it captures again, so what it sets is not a change under the
+    old graph."""
     project = ctx.project
     is_module = type(sf.fref.node) is ast.Module
     for s in sf.stores:
@@ -288,6 +335,8 @@ def _writes(sf, between, ctx, out: dict) -> None:
             out.setdefault(("scheduler",), []).append(Change(sf.module, c.node))
             continue
         for target in ctx.resolve(sf, c):
+            if recapture is not None and target.key == recapture.key:
+                continue
             _writes_in_callee(facts_of(project, target), (sf.module, c.node), out)
 
 
@@ -306,6 +355,44 @@ def _writes_in_callee(tf, via, out: dict) -> None:
         key = group_key(tf, target)
         if key is not None:
             out.setdefault(("group", key), []).append(Change(tf.module, stmt, None, via))
+
+
+def _setters_in_loops(region, ctx, out: dict) -> None:
+    """Methods of the compiled code's classes that set attributes and are called in a loop somewhere
+    (``model.anneal(step)`` in the training loop): each call changes a value the compiled code reads."""
+    project = ctx.project
+    reached = {facts.fref.key for facts, _span, _chain in region.reached}
+    classes = {facts.cls for facts, _span, _chain in region.reached if facts.cls is not None}
+    calls_in = {inv.facts.fref.key for inv in invocations(region, ctx)}  # functions that call the compiled code
+    if not calls_in:
+        return
+    for cls in classes:
+        for name, node in cls.methods.items():
+            if name == "__init__" or id(node) in reached:
+                continue
+            setter = facts_of(project, FuncRef(cls.module, node, cls, name))
+            if not setter.self_stores:
+                continue
+            for caller, call in call_sites(project, name, setter.fref):
+                if caller.module is not region.module:
+                    continue  # a loop in another script is not this compiled code's loop
+                cf = facts_of(project, caller)
+                loops = [lp for lp in cf.loops if lp.lineno <= call.lineno <= lp.end_lineno]
+                if any(_loop_runs(cf, lp, calls_in, ctx) for lp in loops):
+                    _writes_in_callee(setter, (caller.module, call), out)
+                    break
+
+
+def _loop_runs(facts, loop, targets: set, ctx) -> bool:
+    """The loop calls the compiled code: directly, or through a function that calls it (``model(x)``
+    whose forward calls the compiled ``self._fwd``)."""
+    if facts.fref.key in targets:
+        return True
+    for c in facts.calls:
+        if loop.lineno <= c.node.lineno <= loop.end_lineno:
+            if any(t.key in targets for t in ctx.resolve(facts, c)):
+                return True
+    return False
 
 
 def python_number_binding(store, facts=None) -> bool:

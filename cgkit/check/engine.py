@@ -106,6 +106,7 @@ class Checker:
         self.region_names = [*self.config.regions, *(region_names or [])]
         self.project = Project()
         self.project.loader = self._load_extra
+        self.project.before_constructor = lambda init: callers.seed_from_callers(init, self.project)
         self.findings: list[Finding] = []
         self.regions: list[dict] = []  # each analysed region, with the number of functions followed from it
         self.errors: list[str] = []

@@ -267,11 +267,12 @@ class Facts:
         if t is ast.Compare:
             if any(type(side) is ast.Constant and isinstance(side.value, (str, bytes)) for side in (e.left, *e.comparators)):
                 return None  # ``fmt == "sbhd"``: a string is never a tensor
-            for side in (e.left, *e.comparators):
-                if is_tensor(self.infer(side, _depth + 1)):
-                    if any(type(op) in (ast.Is, ast.IsNot, ast.In, ast.NotIn) for op in e.ops):
-                        return None
-                    return MASK
+            kinds = [self.infer(side, _depth + 1) for side in (e.left, *e.comparators)]
+            if any(is_tensor(k) for k in kinds):
+                if any(type(op) in (ast.Is, ast.IsNot, ast.In, ast.NotIn) for op in e.ops):
+                    return None
+                # a comparison of CPU tensors is a CPU mask (moving it to the GPU is a host copy)
+                return CPU if all(k is CPU or not is_tensor(k) for k in kinds) else MASK
             return None
         if t is ast.Subscript:
             inner = self.infer(e.value, _depth + 1)
@@ -486,6 +487,8 @@ class Facts:
             for name, kind in seeds.items():
                 if name not in self.scalar_params:
                     self.kinds.setdefault(name, kind)
+        for name in _used_as_tensor(fn, set(self.params) - set(self.kinds) - self.scalar_params):
+            self.kinds[name] = TENSOR  # ``lengths[:, None].clamp(min=1)`` somewhere in the body
         self.entry_kinds = dict(self.kinds)
         first = [*args.posonlyargs, *args.args]
         if self.cls is not None and first and not any(_decorator_name(d) == "staticmethod" for d in fn.decorator_list):
@@ -831,6 +834,24 @@ def _is_scalar_default(node) -> bool:
     return False
 
 
+def _used_as_tensor(fn, candidates: set[str]) -> set[str]:
+    """Parameters the body calls a tensor-only method on (``x.softmax(-1)``, ``lengths[:, None].clamp()``):
+    evidence, from the whole body, that they arrive as tensors."""
+    out: set[str] = set()
+    if not candidates:
+        return out
+    for node in ast.walk(fn):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute:
+            meth = node.func.attr
+            if meth in _TENSOR_ONLY_METHODS or meth in _TENSOR_ONLY_MASK_METHODS:
+                base = node.func.value
+                while type(base) is ast.Subscript:
+                    base = base.value
+                if type(base) is ast.Name and base.id in candidates:
+                    out.add(base.id)
+    return out
+
+
 _TO_DEVICE = frozenset(("cuda", "to", "pin_memory"))
 _MODULE_CONTAINERS = frozenset(("torch.nn.Sequential", "torch.nn.ModuleList"))
 _TENSOR_RETURNING = frozenset(("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
@@ -842,7 +863,7 @@ _TENSOR_ONLY_METHODS = frozenset(
     """softmax log_softmax masked_fill masked_fill_ masked_scatter unsqueeze contiguous view view_as expand
     expand_as permute sigmoid relu silu gelu bmm baddbmm addmm new_zeros new_ones new_empty new_full
     new_tensor index_select index_add index_copy index_fill scatter scatter_add scatter_reduce gather narrow
-    unflatten type_as detach logsumexp softplus clamp_min clamp_max masked_select nan_to_num float_power
+    unflatten type_as detach logsumexp softplus clamp clamp_min clamp_max masked_select nan_to_num float_power
     addcmul addcdiv lerp""".split()
 )
 
@@ -937,7 +958,10 @@ def _class_attrs(cls: ClassIndex, project: Project) -> ClassAttrs:
     """Kinds of ``self.X`` from every method's assignments, and scalar attributes updated per call."""
     out = ClassAttrs()
     for name, node in cls.methods.items():
-        facts = fresh_facts(project, FuncRef(cls.module, node, cls, name))
+        ref = FuncRef(cls.module, node, cls, name)
+        if name == "__init__" and project.before_constructor is not None:
+            project.before_constructor(ref)  # ``GraphRunner(TinyDecoder())``: what self.model holds
+        facts = fresh_facts(project, ref)
         for attr, stmt, value, kind in facts.self_stores:
             if value is not None:
                 if kind is not None:

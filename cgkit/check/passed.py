@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from cgkit.check.callers import argument_for, call_sites
+from cgkit.check.callers import argument_for, call_sites, functions_of
 from cgkit.check.facts import facts_of
 from cgkit.check.names import dotted
 from cgkit.check.project import FuncRef
@@ -53,6 +53,7 @@ def passed_callables(region, project) -> list[Passed]:
                         project.seed(item.target, _passed_argument_kinds(project, facts, lo, hi, slot, params, caller, call,
                                                                          item.target))
                     out.extend(found)
+    out.extend(_decorated(region, project, facts, lo, hi))
     if attr_slots and scope.cls is not None:
         init = scope.cls.methods.get("__init__")
         if init is not None:
@@ -68,6 +69,49 @@ def passed_callables(region, project) -> list[Passed]:
                     if arg is not None:
                         out.extend(_resolve(project, caller, call, arg, f"{scope.cls.name}()", param, warms))
     return out
+
+
+def _decorated(region, project, facts, lo: int, hi: int) -> list[Passed]:
+    """A decorator that captures the function it wraps: the region is in the wrapper, which calls a
+    parameter of an enclosing function (``def deco(fn): def wrapper(*a): with torch.cuda.graph(g):
+    fn(*a)``). The functions decorated with it (``@deco`` or ``@factory(...)`` where the factory
+    returns ``deco``) are captured."""
+    scope = region.scope
+    module = scope.module
+    enclosing = _enclosing_functions(module, scope.node)
+    if not enclosing:
+        return []
+    called = {c.node.func.id for c in facts.calls if lo <= c.node.lineno <= hi and type(c.node.func) is ast.Name}
+    local = {s.name for s in facts.stores} | set(facts.params)
+    for depth, outer in enumerate(enclosing):
+        params = {a.arg for a in outer.args.args}
+        slots = (called - local) & params
+        if not slots:
+            continue
+        names = {outer.name}
+        for factory in enclosing[depth + 1 :]:  # ``def cuda_graphed(...): def deco(fn): ...; return deco``
+            if any(type(n) is ast.Return and type(n.value) is ast.Name and n.value.id in names for n in ast.walk(factory)):
+                names.add(factory.name)
+        out = []
+        for fref in functions_of(module):
+            for dec in getattr(fref.node, "decorator_list", ()):
+                target = dec.func if type(dec) is ast.Call else dec
+                parts = dotted(target)
+                if parts and parts[-1] in names:
+                    out.append(Passed(fref, module.body_ref, dec, f"@{parts[-1]}", sorted(slots)[0], True))
+        return out
+    return []
+
+
+def _enclosing_functions(module, node) -> list:
+    """The functions around a nested function, innermost first."""
+    out = []
+    for fref in functions_of(module):
+        outer = fref.node
+        if outer is not node and type(outer) is not ast.Module and outer.lineno <= node.lineno <= outer.end_lineno \
+                and any(n is node for n in ast.walk(outer)):
+            out.append(outer)
+    return sorted(out, key=lambda n: n.lineno, reverse=True)
 
 
 def _slots(facts, lo: int, hi: int) -> tuple[set[str], set[str]]:
@@ -113,10 +157,19 @@ def _attr_called_before(facts, attr: str, line: int) -> bool:
 
 
 def _init_param_for(init_facts, attr: str) -> str | None:
-    """``self.runnable = runnable`` in ``__init__``: the parameter behind the attribute."""
+    """``self.runnable = runnable`` (or ``self.fn, self.n = fn, n``) in ``__init__``: the parameter
+    behind the attribute."""
     for store in init_facts.self_stores:
-        if store.attr == attr and type(store.value) is ast.Name and store.value.id in init_facts.params:
-            return store.value.id
+        if store.attr != attr:
+            continue
+        value = store.value
+        stmt = store.stmt
+        if type(value) is ast.Tuple and type(stmt) is ast.Assign and type(stmt.targets[0]) is ast.Tuple:
+            targets = stmt.targets[0].elts
+            index = next((i for i, t in enumerate(targets) if type(t) is ast.Attribute and t.attr == attr), None)
+            value = value.elts[index] if index is not None and index < len(value.elts) else None
+        if type(value) is ast.Name and value.id in init_facts.params:
+            return value.id
     return None
 
 

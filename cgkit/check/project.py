@@ -212,6 +212,9 @@ class Project:
         self.facts_cache: dict[int, object] = {}
         self.param_seeds: dict[int, dict[str, object]] = {}
         self._roots: tuple[int, set[str]] | None = None
+        # Called with a constructor (FuncRef of __init__) before its facts are read for the class's
+        # attributes: the engine sets it to seed the parameters from the constructor's call sites.
+        self.before_constructor = None
         self.loader = None  # callable(path) -> ModuleIndex | None (set by the engine)
 
     # -- module naming -------------------------------------------------------------------------
@@ -254,6 +257,7 @@ class Project:
         self.facts_cache.clear()
         self.param_seeds.clear()
         self.loader = None
+        self.before_constructor = None
 
     def seed(self, fref: FuncRef, kinds: dict) -> None:
         """Argument kinds known at a call site, for a function not analysed yet."""

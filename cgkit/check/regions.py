@@ -69,7 +69,9 @@ def find_regions(module: ModuleIndex, project: Project) -> list[Region]:
     # under). A module alias (``import torch.cuda as tc``) needs no word of its own: ``tc.graph(g)``
     # still says ``graph``, and every line that says ``torch`` would be a hit.
     aliases = [name for name, qual in module.imports.items() if _is_region_function(qual) and name not in _WORDS]
-    aliases.extend(_context_aliases(text))
+    aliases.extend(_context_aliases(text, module))
+    compile_partials = _compile_partials(module) if "partial" in text else {}
+    aliases.extend(compile_partials)
     if aliases:
         words = "|".join(map(re.escape, [*_WORDS, *aliases]))
         pattern = re.compile(rf"\b(?:{words})\b")
@@ -84,24 +86,42 @@ def find_regions(module: ModuleIndex, project: Project) -> list[Region]:
     if not hits:
         return []
     finder = _Finder(module, project, hits)
+    finder.compile_partials = compile_partials
     finder.block(module.tree.body, module.body_ref, None, [])
     return finder.regions
+
+
+def _compile_partials(module) -> dict[str, ast.Call]:
+    """Module-level ``graph_compile = functools.partial(torch.compile, mode="reduce-overhead")``: name ->
+    the partial call (its keywords are the compile's options)."""
+    out = {}
+    for stmt in module.tree.body:
+        if type(stmt) is ast.Assign and len(stmt.targets) == 1 and type(stmt.targets[0]) is ast.Name \
+                and type(stmt.value) is ast.Call and stmt.value.args:
+            call = stmt.value
+            if module.qual(call.func) == "functools.partial" and module.qual(call.args[0]) in _COMPILE_QUALS \
+                    and _cudagraph_mode(call):
+                out[stmt.targets[0].id] = call
+    return out
 
 
 _WITH_CALL = re.compile(r"\bwith\s+(\w+)\(")
 
 
-def _context_aliases(text: str) -> list[str]:
-    """Names a ``with NAME(...)`` enters that the file binds to a graph context somewhere
-    (``graph_ctx = torch.cuda.graph``, ``ctx = self.device_module.graph``)."""
+def _context_aliases(text: str, module) -> list[str]:
+    """Names a ``with NAME(...)`` enters that may be a graph context: bound to one somewhere
+    (``graph_ctx = torch.cuda.graph``, ``ctx = self.device_module.graph``), named like one, or a
+    function of this file (a factory or a context manager around a capture). Candidates only:
+    _Finder._graph_context decides."""
     out = []
-    if "with " not in text or ".graph" not in text:
+    if "with " not in text or "graph" not in text:
         return out
     for name in {m.group(1) for m in _WITH_CALL.finditer(text)}:
         if name in _WORDS:
             continue
-        if "graph" in name.lower() or re.search(rf"\b{re.escape(name)}\s*=[^=][\s\S]{{0,400}}?\.graph\b", text):
-            out.append(name)  # a candidate only: _Finder._graph_context decides
+        if "graph" in name.lower() or name in module.defs \
+                or re.search(rf"\b{re.escape(name)}\s*=[^=][\s\S]{{0,400}}?\.graph\b", text):
+            out.append(name)
     return out
 
 
@@ -116,6 +136,7 @@ class _Finder:
         self.hits = hits
         self.regions: list[Region] = []
         self.local_imports: dict[int, dict[str, str]] = {}
+        self.compile_partials: dict[str, ast.Call] = {}
 
     def _spans_hit(self, lo: int, hi: int) -> bool:
         i = bisect.bisect_left(self.hits, lo)
@@ -201,6 +222,12 @@ class _Finder:
             if type(node) is ast.Return and type(node.value) is ast.Call:
                 if finder._graph_context(target, target.cls, node.value.func, depth + 1):
                     return True
+            # a @contextmanager that yields inside a capture: the caller's with-block is captured
+            if type(node) in (ast.With, ast.AsyncWith) and any(type(n) is ast.Yield for n in ast.walk(node)):
+                for item in node.items:
+                    expr = item.context_expr
+                    if type(expr) is ast.Call and finder._graph_context(target, target.cls, expr.func, depth + 1):
+                        return True
         return False
 
     def _device_module(self, scope: FuncRef, cls, expr) -> bool:
@@ -254,6 +281,11 @@ class _Finder:
                 if type(func) is ast.Call:  # torch.compile(mode=...)(fn)
                     if self._qual(scope, func.func) in _COMPILE_QUALS and not func.args and _cudagraph_mode(func, scope):
                         self._compiled(node, func, node.args[0] if node.args else None, stmt, scope, ancestors)
+                    continue
+                if type(func) is ast.Name and func.id in self.compile_partials:  # a partial of torch.compile
+                    target = node.args[0] if node.args else _kwarg(node, "model")
+                    if target is not None:
+                        self._compiled(node, node, target, stmt, scope, ancestors)
                     continue
                 qual = self._qual(scope, func)
                 if qual is None:

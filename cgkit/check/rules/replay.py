@@ -8,6 +8,7 @@ from cgkit.check import around as near
 from cgkit.check import callers
 from cgkit.check.facts import RANDOM_FACTORIES, attr_kind, facts_of, is_tensor, module_facts
 from cgkit.check.model import Rule
+from cgkit.check.project import FuncRef
 from cgkit.check.rules._base import Body, Calls, Each, Family, Region, code, found, is_false, text_of
 
 _HOST_NOTE = (
@@ -344,8 +345,11 @@ def _popped_too(f, value) -> bool:
 
 
 def _persistent_container(f, value) -> bool:
-    """``self.history`` or a module-level list: state that outlives one call of the function (in
-    ``__init__``, ``self`` is the object being built: its lists are new)."""
+    """``self.history`` or a module-level list (or an entry of one: ``METRICS["acc"]``): state that
+    outlives one call of the function (in ``__init__``, ``self`` is the object being built: its lists
+    are new)."""
+    while type(value) is ast.Subscript:
+        value = value.value
     t = type(value)
     if t is ast.Attribute:
         base = value.value
@@ -383,11 +387,25 @@ def host_attribute_update(item, f):
         return  # the object being built
     kind = attr_kind(f.cls, attr, f.project) if f.cls is not None else None
     if type(stmt) is ast.AugAssign:
-        if type(stmt.value) is ast.Constant and isinstance(stmt.value.value, (int, float)) and not is_tensor(kind):
+        counter = type(stmt.value) is ast.Constant and isinstance(stmt.value.value, (int, float))
+        # ``self.seen_tokens += k.shape[2]`` on a number set in __init__ (a Python counter)
+        counted = not counter and not is_tensor(f.infer(stmt.value)) and _initial_number(f, attr)
+        if (counter or counted) and not is_tensor(kind):
             yield found(stmt, stmt, what=f"`self.{attr} {_op(stmt.op)}= ...`")
     elif value is not None and _reads_self_attr(value, f.self_name, attr):
         if not (is_tensor(kind) or is_tensor(f.infer(value))) and type(value) is ast.BinOp and _is_number(value.right):
             yield found(stmt, stmt, what=f"`self.{attr} = self.{attr} ...`")
+
+
+def _initial_number(f, attr: str) -> bool:
+    if f.cls is None:
+        return False
+    init = f.cls.methods.get("__init__")
+    if init is None:
+        return False
+    from_init = [st for st in facts_of(f.project, FuncRef(f.cls.module, init, f.cls, "__init__")).self_stores
+                 if st.attr == attr and st.value is not None]
+    return bool(from_init) and near.scalar_literal(from_init[0].value)
 
 
 @RULES.also("CG402", Body())
@@ -708,12 +726,54 @@ def rebound_static_input(region, ctx):
 
 
 @RULES.also("CG405", Region())
+def rebound_runner_input(region, ctx):
+    """A runner's static input (``self.positions``, read by the capture) rebound in the method that
+    replays (``self.positions = meta.positions``) instead of refilled with ``copy_()``."""
+    around = near.around(region, ctx)
+    if around is None or around.facts.self_name is None or around.facts.cls is None:
+        return
+    sf = around.facts
+    inputs = {n.attr for n in sf.self_loads if around.start <= n.lineno <= around.end
+              and is_tensor(attr_kind(sf.cls, n.attr, ctx.project))}
+    inputs |= _runner_attrs_behind(sf, around)  # ``ids = self.input_ids[:bs]`` then captured with ids
+    for facts, spans in near.replay_sites(region, ctx):
+        for store in facts.self_stores:
+            line = store.stmt.lineno
+            if store.attr in inputs and store.value is not None and any(lo <= line <= hi for lo, hi in spans) \
+                    and facts.cls is sf.cls:
+                yield found(store.stmt, module=facts.module, what=f"self.{store.attr}", line=region.line, how="rebound")
+
+
+def _runner_attrs_behind(sf, around) -> set[str]:
+    """Attributes whose views the capture reads through local names bound above it."""
+    out = set()
+    for name in around.reads:
+        stores = [s for s in sf.stores if s.name == name and s.node.lineno < around.rs]
+        if not stores:
+            continue
+        node = stores[-1].node
+        value = getattr(node, "value", None)
+        values = [value]
+        if type(node) is ast.Assign and type(node.targets[0]) is ast.Tuple and type(value) is ast.Tuple:
+            names = [t.id if type(t) is ast.Name else None for t in node.targets[0].elts]
+            values = [value.elts[names.index(name)]] if name in names and len(value.elts) == len(names) else []
+        for v in values:
+            while type(v) is ast.Subscript:
+                v = v.value
+            if type(v) is ast.Attribute and type(v.value) is ast.Name and v.value.id == sf.self_name:
+                out.add(v.attr)
+    return out
+
+
+@RULES.also("CG405", Region())
 def rebound_input_of_helper(region, ctx):
     """A tensor handed to a capture helper (``graph_capture(fn, (x, w))``) and rebound after the call."""
     seen = set()
     for passed in region.passed:
         facts = facts_of(ctx.project, passed.caller)
         call = passed.call
+        if type(call) is not ast.Call:
+            continue  # a decorator: nothing is passed but the function
         names = []
         for arg in [*call.args, *(kw.value for kw in call.keywords)]:
             items = arg.elts if type(arg) in (ast.Tuple, ast.List) else [arg]
@@ -891,8 +951,10 @@ def output_kept_elsewhere(region, ctx):
             for c in facts.calls:
                 if c.meth in ("append", "extend", "insert") and any(lo <= c.node.lineno <= hi for lo, hi in loops):
                     for arg in c.node.args:
-                        if text_of(arg) in attrs:
-                            yield found(c.stmt, module=facts.module, what=text_of(arg))
+                        items = arg.elts if type(arg) in (ast.Tuple, ast.List) else [arg]  # append((self.a, self.b))
+                        kept = [text_of(item) for item in items if text_of(item) in attrs]
+                        if kept:
+                            yield found(c.stmt, module=facts.module, what=kept[0])
 
 
 def _returned_positions(fn, outputs: set[str]) -> dict:

@@ -73,12 +73,23 @@ def autocast_cache_enabled(region, ctx):
     what = "`make_graphed_callables`" if "make_graphed_callables" in region.kind else "a CUDA graph capture"
     for anc in region.ancestors:
         if type(anc) in (ast.With, ast.AsyncWith):
-            for item in anc.items:
-                expr = item.context_expr
-                if type(expr) is ast.Call and sf.qual(expr.func) in _AUTOCAST:
-                    flag = next((kw.value for kw in expr.keywords if kw.arg == "cache_enabled"), None)
-                    if not is_false(flag):
-                        yield found(expr, what=what)
+            yield from _caching_autocast(sf, anc, what, region.module)
+    # A capturing function called under a caching autocast (``with torch.autocast(...): runner.capture()``).
+    if region.scope is not None and type(region.scope.node) is not ast.Module:
+        for caller, call in call_sites(ctx.project, region.scope.name, region.scope):
+            cf = facts_of(ctx.project, caller)
+            for w in cf.withs:
+                if w.lineno <= call.lineno <= w.end_lineno:
+                    yield from _caching_autocast(cf, w, f"{what} (in `{text_of(call.func)}()`)", caller.module)
+
+
+def _caching_autocast(facts, with_node, what, module):
+    for item in with_node.items:
+        expr = item.context_expr
+        if type(expr) is ast.Call and facts.qual(expr.func) in _AUTOCAST:
+            flag = next((kw.value for kw in expr.keywords if kw.arg == "cache_enabled"), None)
+            if not is_false(flag):
+                yield found(expr, module=module, what=what)
 
 
 @RULES.rule(

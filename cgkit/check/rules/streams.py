@@ -176,22 +176,32 @@ def capture_on_default_stream(region, ctx):
         stream = next((kw.value for kw in region.node.keywords if kw.arg == "stream"), None)
         if type(stream) is ast.Call and type(stream.func) is ast.Attribute and stream.func.attr == "default_stream":
             yield found(stream, what=text_of(region.graph_expr), how="`stream=` names the default stream")
+        elif type(stream) is ast.Call and type(stream.func) is ast.Attribute and stream.func.attr == "current_stream" \
+                and _on_default_stream(region, ctx):
+            yield found(stream, what=text_of(region.graph_expr),
+                        how="`stream=current_stream()` with no side stream set is the default stream")
         return
-    if region.kind != "capture_begin" or region.scope is None:
-        return
+    if region.kind == "capture_begin" and _on_default_stream(region, ctx):
+        yield found(region.node, what=text_of(region.graph_expr), how="`capture_begin()` with no side stream around it")
+
+
+def _on_default_stream(region, ctx) -> bool:
+    """The region's statement runs on the default stream: no side-stream context or set_stream in its
+    function, and either it is the script's own code, the function replays the graph itself (it drives
+    the loop), or the script's top level calls it off any side stream. Otherwise (library code whose
+    callers are out of view): unknown, so not reported."""
+    if region.scope is None:
+        return False
     sf = facts_of(ctx.project, region.scope)
-    line = region.stmt.lineno
-    if _on_side_stream(sf, line):
-        return
-    if type(region.scope.node) is not ast.Module and not _replays_itself(sf, region):
-        # A helper: report only when the file's own top-level code calls it, off any stream context
-        # (its callers elsewhere may set the stream). A function that also replays the graph drives
-        # the whole loop itself: no caller sets its stream.
-        module_code = facts_of(ctx.project, region.module.body_ref)
-        calls = [c for c in module_code.calls if type(c.node.func) is ast.Name and c.node.func.id == region.scope.name]
-        if not calls or any(_on_side_stream(module_code, c.node.lineno) for c in calls):
-            return
-    yield found(region.node, what=text_of(region.graph_expr), how="`capture_begin()` with no side stream around it")
+    if _on_side_stream(sf, region.stmt.lineno):
+        return False
+    if type(region.scope.node) is ast.Module or _replays_itself(sf, region):
+        return True
+    # A helper: only when the script's own top-level code calls it, off any side stream (callers
+    # further away, a library's users, may well set the stream).
+    module_code = facts_of(ctx.project, region.module.body_ref)
+    calls = [c for c in module_code.calls if type(c.node.func) is ast.Name and c.node.func.id == region.scope.name]
+    return bool(calls) and not any(_on_side_stream(module_code, c.node.lineno) for c in calls)
 
 
 def _replays_itself(facts, region) -> bool:
