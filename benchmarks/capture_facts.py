@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
 
 import torch
@@ -127,20 +128,29 @@ def capture_begin_side_stream() -> dict:
     return {"replayed_right": bool(torch.equal(y, x * 2))}
 
 
-def main() -> int:
+FACTS = {
+    "cpu-rng-state-in-capture": cpu_rng_state_in_capture,
+    "log-call-in-capture": log_call_in_capture,
+    "capture-begin-side-stream": capture_begin_side_stream,
+    "autocast-inside-capture": autocast_inside_capture,
+    "graph-stream-default": graph_on_default_stream,
+    "capture-begin-default-stream": capture_begin_default_stream,
+}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     if not torch.cuda.is_available():
         print("capture_facts: needs a CUDA device", file=sys.stderr)
         return 2
-    common = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
-    for name, fn in [
-        ("cpu-rng-state-in-capture", cpu_rng_state_in_capture),
-        ("log-call-in-capture", log_call_in_capture),
-        ("capture-begin-side-stream", capture_begin_side_stream),
-        ("autocast-inside-capture", autocast_inside_capture),
-        ("graph-stream-default", graph_on_default_stream),
-        ("capture-begin-default-stream", capture_begin_default_stream),  # last: it may spoil the context
-    ]:
-        print(json.dumps({**_fact(name, fn), **common}), flush=True)
+    if argv[:1] == ["--fact"]:  # one fact in this process
+        name = argv[1]
+        common = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
+        print(json.dumps({**_fact(name, FACTS[name]), **common}), flush=True)
+        return 0
+    # Each fact in a process of its own: a failed capture can leave the CUDA context unusable.
+    for name in FACTS:
+        subprocess.run([sys.executable, __file__, "--fact", name], check=False)
     return 0
 
 

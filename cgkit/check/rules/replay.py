@@ -795,11 +795,17 @@ def rebound_input_of_helper(region, ctx):
         category="static-address",
         message="`self.{what}` is replaced by a new tensor inside the region: replays read the original and the update is lost",
         fix="Update the buffer in place: `self.{what}.copy_(...)`, `.mul_()`, `.add_()`.",
-        compile=None,
+        compile="error",
+        compile_message="`self.{what}` is replaced by a new tensor inside a CUDA-graph-compiled region: the next "
+        "call reads the previous call's output, which that call overwrote (\"accessing tensor output of CUDAGraphs "
+        "that has been overwritten by a subsequent run\")",
         what="Checks for module state (`self.x = f(self.x)`) rebound to a new tensor inside a captured region.",
         why="Inside capture, the new tensor is allocated from the graph's memory pool and the attribute "
         "is pointed at it once. Every replay recomputes from the tensor the graph read at capture "
-        "(the old buffer), so running statistics or caches never accumulate.",
+        "(the old buffer), so running statistics or caches never accumulate. Under "
+        "`torch.compile(mode=\"reduce-overhead\")` the attribute holds an output of the previous call, and "
+        "reading it in the next call raises the cudagraph-tree overwrite error (measured with torch 2.11 on an "
+        "H200, benchmarks/compile_hazards.py).",
         example=code("""
             import torch
 
