@@ -21,7 +21,7 @@ from cgkit.knowledge import CHECKLIST, ENTRIES, GROUPS, LIBRARY_CALLS, Entry, Li
 
 _LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 
-TROUBLESHOOTING = "references/troubleshooting.md"
+TROUBLESHOOTING = "references/troubleshooting.md"  # in the skill bundle (`cgkit skill path`)
 _MAX_MATCHED = 240  # characters of the matched line kept in a Diagnosis
 
 
@@ -33,7 +33,7 @@ class Diagnosis:
     title: str
     cause: str
     fix: str
-    reference: str  # relative path + anchor, e.g. references/troubleshooting.md#...
+    reference: str  # absolute path + anchor: <bundle>/references/troubleshooting.md#...
     matched: str  # the line of the input that matched
 
     def to_dict(self) -> dict[str, str]:
@@ -52,12 +52,24 @@ def section_heading(entry: Entry) -> str:
     return f"{entry.id}: {entry.heading}"
 
 
+@cache
+def troubleshooting_path() -> str:
+    """The troubleshooting reference of this cgkit's installed bundle, as an absolute path (a pip
+    user has no checkout: the relative ``references/...`` would name nothing on their disk)."""
+    from cgkit.bundle import bundle_root
+
+    try:
+        return str(bundle_root() / TROUBLESHOOTING)
+    except FileNotFoundError:
+        return TROUBLESHOOTING
+
+
 def reference(entry: Entry) -> str:
-    return f"{TROUBLESHOOTING}#{github_anchor(section_heading(entry))}"
+    return f"{troubleshooting_path()}#{github_anchor(section_heading(entry))}"
 
 
 def library_call_reference(record: LibraryCall) -> str:
-    return f"{TROUBLESHOOTING}#{github_anchor(f'{record.id}: {record.title}')}"
+    return f"{troubleshooting_path()}#{github_anchor(f'{record.id}: {record.title}')}"
 
 
 @cache
@@ -163,7 +175,7 @@ def format_text(diagnoses: list[Diagnosis]) -> str:
             "General checklist for CUDA-graph failures:",
         ]
         lines += [f"  {i}. {item}" for i, item in enumerate(CHECKLIST, 1)]
-        lines += ["", f"All known errors: {TROUBLESHOOTING} (or `cgkit explain --list`)."]
+        lines += ["", f"All known errors: {troubleshooting_path()} (or `cgkit explain --list`)."]
         return "\n".join(lines) + "\n"
     out = []
     for i, d in enumerate(diagnoses):

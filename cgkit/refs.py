@@ -43,7 +43,10 @@ def parse_ref(text: str, role: str, search_path: list[str] | None = None) -> Ref
         ref = Ref(text=text, name=name, path=path)
     else:
         if not all(part.isidentifier() for part in target.split(".")):
-            raise CgkitError(f"{role} {text!r}: {target!r} is not a module name")
+            raise CgkitError(
+                f"{role} {text!r}: {target!r} is neither a .py file nor a module name; a REF is "
+                "path/to/file.py:name or package.module:name, with one ':' before the name"
+            )
         found = _find_module_file(target, search_path if search_path is not None else ["", *sys.path])
         if found is None:
             raise CgkitError(

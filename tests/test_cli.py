@@ -62,6 +62,8 @@ def test_usage_errors_exit_2_with_a_message():
         (["scaffold", "-w", "compile", "--buckets", "1,2"], "does not take --buckets"),
         (["scaffold", "-w", "manual", "--mode", "fast"], "Invalid value for '--mode'"),
         (["scaffold", "-w", "manual", "--model", "missing.py:build", "--inputs", "missing.py:x"], "file not found"),
+        (["scaffold", "-w", "manual", "--model", "my_model.py::build", "--inputs", "my_model.py:example_batch"],
+         "a REF is path/to/file.py:name or package.module:name, with one ':' before the name"),
         (["smoke"], "give exactly one of"),
         (["smoke", "--compare", "--fp8", "delayed"], "none takes --fp8"),
         (["smoke", "does_not_exist.py"], "does not exist"),

@@ -83,9 +83,11 @@ def rule_table(as_json: bool = False) -> str:
         rows = [{"code": r.code, "name": r.name, "category": r.category, "manual": r.manual,
                  "compile": r.compile, "url": r.url} for r in RULES.values()]
         return json.dumps(rows, indent=2) + "\n"
-    width = max(len(r.name) for r in RULES.values())
-    return "".join(f"{r.code}  {r.name:<{width}}  {r.category:<20}  {r.manual or '-':<7}  {r.compile or '-'}\n"
-                   for r in RULES.values())
+    header = ("code", "name", "category", "manual capture", "torch.compile")
+    rows = [header, *((r.code, r.name, r.category, _sev(r.manual), _sev(r.compile)) for r in RULES.values())]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    return "".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + f"  {row[-1]}\n"
+                   for row in rows)
 
 
 def render_rules_md() -> str:

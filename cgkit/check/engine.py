@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import difflib
 import gc
 import os
 import traceback
@@ -16,10 +17,17 @@ import warnings
 
 from cgkit.check import around, callers, calls, noqa, passed, regions
 from cgkit.check.config import Config, load_config
-from cgkit.check.model import CheckResult, Finding
+from cgkit.check.model import CANDIDATE_KIND, CheckResult, Finding
 from cgkit.check.project import ModuleIndex, Project
 from cgkit.check.rules import RULES, Dispatch, dispatch
-from cgkit.check.sources import Source, SourceError, iter_python_files, read_source
+from cgkit.check.sources import (
+    CHECKED_SUFFIXES,
+    Source,
+    SourceError,
+    is_python_file,
+    iter_python_files,
+    read_source,
+)
 from cgkit.errors import CgkitError
 
 _KLASS_ORDER = {"manual": 0, "compile": 1, "candidate": 2}
@@ -103,7 +111,10 @@ class Checker:
             expand_codes(codes, "[tool.cgkit] per-file-ignores")
         self.selection = _Selection(sel, ign, self.config)
         self.dispatch: Dispatch = dispatch(_selected_codes(sel, ign))
-        self.region_names = [*self.config.regions, *(region_names or [])]
+        # Functions declared as regions: [tool.cgkit] regions (project-wide, so a name need not be in
+        # every checked file) and --region names (each must name a function of the checked files).
+        self.region_names = list(dict.fromkeys([*self.config.regions, *(region_names or [])]))
+        self.required_region_names = list(dict.fromkeys(region_names or []))
         self.project = Project()
         self.project.loader = self._load_extra
         self.project.before_constructor = lambda init: callers.seed_from_callers(init, self.project)
@@ -112,7 +123,7 @@ class Checker:
         self.errors: list[str] = []
         self.files = 0
         self.lines = 0
-        self._seen: set = set()
+        self._seen: dict[tuple, int] = {}  # (path, line, col, code) -> index of its finding
         self._suppressions: dict[str, noqa.Suppressions] = {}
 
     # -- reading -------------------------------------------------------------------------------
@@ -144,15 +155,20 @@ class Checker:
         return self._parse(source, checked=False)
 
     def add_paths(self, paths: list[str]) -> None:
+        """Add the files named and those under the folders named; a path that does not exist, or a file
+        that is not Python source, is a usage error (CgkitError), not a finding."""
+        for path in paths:
+            if not os.path.exists(path):
+                raise CgkitError(f"{path}: no such file or directory")
+            if not os.path.isdir(path) and not is_python_file(path):
+                raise CgkitError(f"{path}: not a Python file or notebook ({', '.join(CHECKED_SUFFIXES)}); "
+                                 "name Python files, or folders to search for them")
         for path in paths:
             absolute = os.path.abspath(path)
             directory = absolute if os.path.isdir(absolute) else os.path.dirname(absolute)
             if directory not in self.project.allowed:
                 self.project.allowed.append(directory)
-        for path, explicit in iter_python_files(paths):
-            if explicit and not os.path.exists(path):
-                self._tool_finding("CG902", Source(path, ""), 1, 1, what="no such file or directory")
-                continue
+        for path, _explicit in iter_python_files(paths):
             self.add_file(path)
 
     def add_file(self, path: str) -> None:
@@ -175,12 +191,11 @@ class Checker:
 
     # -- analysis ------------------------------------------------------------------------------
     def run(self) -> CheckResult:
+        declared = self._declared_regions()
         found = []
         for module in list(self.project.checked):
             try:
                 found.extend(regions.find_regions(module, self.project))
-                if self.region_names:
-                    found.extend(regions.declared_regions(module, self.region_names))
             except Exception:  # noqa: BLE001 - one file's internal error must not stop the others
                 self._internal_error(module.path, "finding regions")
         found.sort(key=lambda r: (_KLASS_ORDER[r.klass], r.module.path, r.line))
@@ -201,9 +216,35 @@ class Checker:
                 except Exception:  # noqa: BLE001
                     self._internal_error(module.path, "finding candidate regions")
         self._analyse_all(candidates, RegionContext(self.project, candidates))
+        # Declared regions come last, so they only add: every finding of the run without them stays
+        # as it was (a candidate's info becomes the declared region's finding, of its severity).
+        for region in declared:
+            callers.seed_from_callers(region.roots[0], self.project)
+        self._analyse_all(declared, RegionContext(self.project, [*found, *declared]))
         self.findings.sort(key=Finding.sort_key)
         self.project.release()  # findings are plain data: nothing needs the index any more
         return CheckResult(self.findings, self.errors, files=self.files, lines=self.lines, regions=self.regions)
+
+    def _declared_regions(self) -> list:
+        """The regions of --region and [tool.cgkit] regions; a --region name that matches no function
+        of the checked files is a usage error (naming the near ones)."""
+        if not self.region_names:
+            return []
+        declared, matched = [], set()
+        for module in self.project.checked:
+            for name, region in regions.declared_regions(module, self.region_names):
+                matched.add(name)
+                declared.append(region)
+        unknown = [name for name in self.required_region_names if name not in matched]
+        if unknown:
+            functions, classes = set(), set()
+            for module in self.project.checked:
+                module_functions, module_classes = regions.qualified_names(module)
+                functions.update(module_functions)
+                classes.update(module_classes)
+            raise CgkitError(_unknown_regions_message(unknown, functions, classes))
+        declared.sort(key=lambda r: (r.module.path, r.line))
+        return declared
 
     def _analyse_all(self, found, ctx: RegionContext) -> None:
         for region in found:
@@ -238,9 +279,10 @@ class Checker:
             return
         line = getattr(node, "lineno", 1) or 1
         key = (path, line, getattr(node, "col_offset", 0), code)
-        if key in self._seen:
+        earlier = self._seen.get(key)
+        if earlier is not None and not (region.kind == "declared" and self.findings[earlier].region
+                                        and self.findings[earlier].region["kind"] == CANDIDATE_KIND):
             return
-        self._seen.add(key)
         lines = (line,) if stmt is None or stmt.lineno == line else (line, stmt.lineno)
         if self._suppressed(module, code, lines):
             return
@@ -248,7 +290,9 @@ class Checker:
         col = _char_col(module.lines, line, getattr(node, "col_offset", 0) or 0)
         end_col = _char_col(module.lines, end_line, getattr(node, "end_col_offset", None) or 0)
         cell, line_in_cell = module.source.cell_of(line)
+        file_line = file_end_line = None
         if cell is not None:
+            file_line, file_end_line = module.source.file_line(line), module.source.file_line(end_line)
             end_line = module.source.cell_of(end_line)[1]
             line = line_in_cell
         finding = Finding(
@@ -267,8 +311,14 @@ class Checker:
             chain=[_map_step(step, self.project) for step in chain],
             url=rule.url,
             cell=cell,
+            file_line=file_line,
+            file_end_line=file_end_line,
         )
-        self.findings.append(finding)
+        if earlier is None:
+            self._seen[key] = len(self.findings)
+            self.findings.append(finding)
+        else:
+            self.findings[earlier] = finding
 
     def _suppressed(self, module: ModuleIndex, code: str, lines) -> bool:
         sup = self._suppressions.get(module.path)
@@ -281,6 +331,7 @@ class Checker:
         if not self.selection.allows(code, source.path):
             return
         cell, line_in_cell = source.cell_of(line)
+        file_line = source.file_line(line) if cell is not None else None
         self.findings.append(
             Finding(
                 path=source.path,
@@ -296,12 +347,37 @@ class Checker:
                 fix=rule.fix,
                 url=rule.url,
                 cell=cell,
+                file_line=file_line,
+                file_end_line=file_line,
             )
         )
 
     def _internal_error(self, path: str, what: str) -> None:
         tb = traceback.format_exc(limit=-3).strip().splitlines()
         self.errors.append(f"{path}: internal error while {what}: {tb[-1] if tb else '?'}")
+
+
+def _unknown_regions_message(unknown: list[str], functions: set[str], classes: set[str]) -> str:
+    parts = []
+    for name in unknown:
+        if name in classes:
+            methods = sorted(f for f in functions if f.startswith(name + ".") and f.count(".") == name.count(".") + 1)
+            parts.append(f"--region {name}: class {name} has no forward() to capture; name one of its methods"
+                         f" ({', '.join(methods[:8]) or 'it has none'})")
+            continue
+        known = functions | classes
+        bare = {qual.rsplit(".", 1)[-1] for qual in known}
+        near = difflib.get_close_matches(name, sorted(known | bare), n=5, cutoff=0.6)
+        if near:
+            parts.append(f"--region {name}: no function or class of that name in the checked files "
+                         f"(did you mean: {', '.join(near)}?)")
+        else:
+            shown = sorted(n for n in known if not n.rsplit(".", 1)[-1].startswith("_"))
+            listed = (", ".join(shown[:12]) + (", ..." if len(shown) > 12 else "")) if shown else "none"
+            parts.append(f"--region {name}: no function or class of that name in the checked files "
+                         f"(they define: {listed})")
+    parts.append("a region is a function (func, outer.inner), a method (Class.method) or a class (its forward)")
+    return "\n".join(parts)
 
 
 def _unit(module) -> str:
@@ -355,12 +431,19 @@ def check_paths(
     config: Config | None = None,
     use_config: bool = True,
 ) -> CheckResult:
-    """Check files, directories (recursively) and notebooks. Raises CgkitError for bad options/config."""
+    """Check files, directories (recursively) and notebooks.
+
+    Raises CgkitError for bad options or config, a path that does not exist, a file named that is not
+    Python, a --region name that names no function, and when no Python file was found (nothing checked).
+    """
     if config is None and use_config:
         config = load_config(list(paths))
     checker = Checker(select=select, ignore=ignore, region_names=regions, config=config)
     with _quiet_and_fast():
         checker.add_paths(list(paths))
+        if checker.files == 0:
+            raise CgkitError(f"nothing was checked: no Python files ({', '.join(CHECKED_SUFFIXES)}) in "
+                             f"{', '.join(paths) or 'no paths'}")
         return checker.run()
 
 

@@ -12,7 +12,9 @@ from cgkit.check.rules import RULES
 FORMATS = ("text", "json", "sarif", "github")
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 _GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
-INFORMATION_URI = "https://github.com/cgkit/cgkit"
+# No informationUri / helpUri: cgkit has no public home whose address has been checked, and a
+# link nobody verified is worse than none. Each rule's full documentation travels in the SARIF
+# itself (help.markdown), and `cgkit rule CODE` prints it.
 
 
 def render(result: CheckResult, fmt: str) -> str:
@@ -104,7 +106,10 @@ def sarif(result: CheckResult) -> str:
     index = {code: i for i, code in enumerate(sorted(RULES))}
     results = []
     for f in result.findings:
-        region = {"startLine": f.line, "startColumn": f.col, "endLine": f.end_line, "endColumn": f.end_col}
+        if f.cell is not None:  # a notebook: the lines of its JSON (columns there are not the cell's)
+            region = {"startLine": f.file_line or 1, "endLine": f.file_end_line or f.file_line or 1}
+        else:
+            region = {"startLine": f.line, "startColumn": f.col, "endLine": f.end_line, "endColumn": f.end_col}
         entry = {
             "ruleId": f.code,
             "ruleIndex": index[f.code],
@@ -114,7 +119,7 @@ def sarif(result: CheckResult) -> str:
             "properties": {"category": f.category, "fix": f.fix, "region": f.region, "chain": f.chain},
         }
         if f.cell is not None:
-            entry["properties"]["cell"] = f.cell
+            entry["properties"].update(cell=f.cell, lineInCell=f.line, columnInCell=f.col)
         if f.trace is not None:
             entry["properties"]["trace"] = f.trace
             library = f.trace.get("library")
@@ -135,7 +140,6 @@ def sarif(result: CheckResult) -> str:
                     "driver": {
                         "name": "cgkit",
                         "version": __version__,
-                        "informationUri": INFORMATION_URI,
                         "rules": rules,
                     }
                 },
@@ -161,7 +165,6 @@ def _sarif_rule(rule) -> dict:
         "shortDescription": {"text": rule.what},
         "fullDescription": {"text": rule.why},
         "help": {"text": rule.fix, "markdown": rule_markdown(rule, heading_level=2)},
-        "helpUri": f"{INFORMATION_URI}/blob/main/{rule.url}",
         "defaultConfiguration": {"level": _SARIF_LEVEL[level]},
         "properties": {"category": rule.category, "severity": {"manual": rule.manual, "compile": rule.compile}},
     }
@@ -178,17 +181,20 @@ def _esc_prop(value: str) -> str:
 def github(result: CheckResult) -> str:
     out = []
     for f in result.findings:
+        if f.cell is not None:  # a notebook: GitHub shows the .ipynb file, so the line of its JSON
+            where = [f"line={f.file_line or 1}", f"endLine={f.file_end_line or f.file_line or 1}"]
+        else:
+            where = [f"line={f.line}", f"col={f.col}", f"endLine={f.end_line}", f"endColumn={f.end_col}"]
         props = ",".join(
             [
                 f"file={_esc_prop(f.path)}",
-                f"line={f.line}",
-                f"col={f.col}",
-                f"endLine={f.end_line}",
-                f"endColumn={f.end_col}",
+                *where,
                 f"title={_esc_prop(f'cgkit {f.code} ({f.name})')}",
             ]
         )
         message = f"{f.code} {f.message}"
+        if f.cell is not None:
+            message = f"cell {f.cell}, line {f.line}: {message}"
         chain = f.chain_text() if f.trace is None else ""
         if chain:
             message += f"\nregion: {chain}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import NamedTuple
 
 SEVERITIES = ("error", "warning", "info")
@@ -33,7 +34,19 @@ MANUAL_KINDS = ("torch.cuda.graph", "capture_begin", "make_graphed_callables", "
 COMPILE_KINDS = ("torch.compile",)
 CANDIDATE_KIND = "candidate"
 
-RULES_DOC = "references/rules.md"
+RULES_DOC = "references/rules.md"  # in the skill bundle (`cgkit skill path`)
+
+
+@cache
+def rules_doc_path() -> str:
+    """The rule reference of this cgkit's installed bundle, as an absolute path (what a finding's
+    ``url`` names: a pip user has no checkout where ``references/rules.md`` would be)."""
+    from cgkit.bundle import bundle_root
+
+    try:
+        return str(bundle_root() / RULES_DOC)
+    except FileNotFoundError:
+        return RULES_DOC
 
 
 def kind_class(kind: str) -> str:
@@ -87,7 +100,7 @@ class Rule:
 
     @property
     def url(self) -> str:
-        return f"{RULES_DOC}#{self.anchor}"
+        return f"{rules_doc_path()}#{self.anchor}"
 
     def severity(self, klass: str) -> str | None:
         if klass == "candidate":
@@ -157,6 +170,9 @@ class Finding:
     chain: list[dict] = field(default_factory=list)  # [{"name", "line", "path", "call_line"}]
     url: str = ""
     cell: int | None = None  # notebooks: 1-based code cell; line is then the line within the cell
+    # notebooks: the lines of the .ipynb file (its JSON) that hold line and end_line (annotations go there)
+    file_line: int | None = None
+    file_end_line: int | None = None
     # cgkit trace: the operation, the library line where it ran, the calls that saw it (see cgkit.trace.report)
     trace: dict | None = None
 
@@ -166,10 +182,18 @@ class Finding:
     def chain_text(self) -> str:
         if not self.region:
             return ""
-        parts = [f"{self.region['name']} at L{self.region['line']}"]
+        parts = [f"{self.region['name']} at {self._where(self.region)}"]
         for step in self.chain:
-            parts.append(f"{step['name']} L{step['line']}")
+            parts.append(f"{step['name']} {self._where(step)}")
         return " -> ".join(parts)
+
+    def _where(self, site: dict) -> str:
+        """``L12`` in the finding's own file; ``other.py:12`` in another (a chain may cross files)."""
+        cell = f"cell {site['cell']}:" if site.get("cell") is not None else ""
+        path = site.get("path")
+        if path is None or path == self.path:
+            return f"{cell}L{site['line']}"
+        return f"{path}:{cell}{site['line']}"
 
     def to_dict(self) -> dict:
         data = {
@@ -190,6 +214,8 @@ class Finding:
         }
         if self.cell is not None:
             data["cell"] = self.cell
+            data["file_line"] = self.file_line
+            data["file_end_line"] = self.file_end_line
         if self.trace is not None:
             data["trace"] = self.trace
         return data

@@ -26,7 +26,15 @@ from cgkit.check.callers import seed_from_callers
 from cgkit.check.facts import TENSOR, attr_kind, facts_of
 from cgkit.check.model import kind_class
 from cgkit.check.names import add_import, dotted
-from cgkit.check.project import _NESTED_BLOCKS, FUNC_TYPES, ClassIndex, FuncRef, ModuleIndex, Project
+from cgkit.check.project import (
+    _NESTED_BLOCKS,
+    FUNC_TYPES,
+    ClassIndex,
+    FuncRef,
+    ModuleIndex,
+    Project,
+    _block_bodies,
+)
 
 _WORDS = ("graph", "capture_begin", "compile", "make_graphed_callables")
 _BASE_RE = re.compile(r"\b(?:graph|capture_begin|compile|make_graphed_callables)\b")
@@ -420,24 +428,55 @@ def kind_at(facts, name: str, line: int):
     return kind
 
 
-def declared_regions(module: ModuleIndex, names: list[str]) -> list[Region]:
+def declared_regions(module: ModuleIndex, names: list[str]) -> list[tuple[str, Region]]:
+    """(name, region) for each function of ``module`` a name declares: a qualified name (``func``,
+    ``Class.method``, ``outer.inner``, ``Class.method.inner``), a class (its ``forward``), or a bare name
+    that is no top-level function or class here, for the functions and methods of that name."""
+    functions, classes = qualified_names(module)
     out = []
     for spec in names:
-        cls_name, _, meth = spec.partition(".")
-        if meth:
-            cls = module.classes.get(cls_name)
-            node = cls.methods.get(meth) if cls else None
-            if node is not None:
-                out.append(_root_region("declared", module, FuncRef(module, node, cls, meth), f"declared region {spec}"))
-        elif spec in module.defs:
-            node = module.defs[spec]
-            out.append(_root_region("declared", module, FuncRef(module, node, None, spec), f"declared region {spec}"))
-        elif spec in module.classes:
-            cls = module.classes[spec]
-            node = cls.methods.get("forward")
-            if node is not None:
-                out.append(_root_region("declared", module, FuncRef(module, node, cls, "forward"), f"declared region {spec}"))
+        refs = []
+        if spec in functions:
+            refs = [functions[spec]]
+        elif spec in classes:
+            forward = functions.get(f"{spec}.forward")
+            refs = [forward] if forward is not None else []
+        elif "." not in spec:
+            refs = [ref for qual, ref in functions.items() if qual.endswith("." + spec)]
+        for ref in refs:
+            out.append((spec, _root_region("declared", module, ref, f"declared region {spec}")))
     return out
+
+
+def qualified_names(module: ModuleIndex) -> tuple[dict[str, FuncRef], dict[str, ast.ClassDef]]:
+    """Every function of a module by its qualified name (as ``__qualname__`` without ``<locals>``:
+    ``f``, ``Class.method``, ``outer.inner``), and every class."""
+    functions: dict[str, FuncRef] = {}
+    classes: dict[str, ast.ClassDef] = {}
+
+    def visit(body, prefix: str, cls: ClassIndex | None) -> None:
+        stack = [body]
+        while stack:
+            for stmt in stack.pop():
+                t = type(stmt)
+                if t in FUNC_TYPES:
+                    qual = prefix + stmt.name
+                    if prefix:  # a method or nested function: the first of a name, as ClassIndex keeps it
+                        functions.setdefault(qual, FuncRef(module, stmt, cls, stmt.name))
+                    else:  # a module's function: the last of a name, as ModuleIndex.defs keeps it
+                        functions[qual] = FuncRef(module, stmt, None, stmt.name)
+                    visit(stmt.body, qual + ".", None)
+                elif t is ast.ClassDef:
+                    qual = prefix + stmt.name
+                    classes.setdefault(qual, stmt)
+                    index = module.classes.get(stmt.name) if not prefix else None
+                    visit(stmt.body, qual + ".", index if index is not None and index.node is stmt else None)
+                elif isinstance(stmt, _BLOCKS):
+                    stack.extend(_block_bodies(stmt))
+                    stack.extend(case.body for case in getattr(stmt, "cases", ()))
+
+    visit(module.tree.body, "", None)
+    return functions, classes
 
 
 def candidate_regions(module: ModuleIndex, project: Project) -> list[Region]:

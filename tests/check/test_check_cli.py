@@ -50,10 +50,32 @@ def test_no_paths_checks_the_current_directory(tmp_path):
     assert "bad.py:5:9: CG101" in result.output
 
 
-def test_missing_file_is_reported(tmp_path):
+def test_a_missing_path_is_a_usage_error_not_a_finding(tmp_path):
     result = _run(["check", "nope.py", "clean.py"], tmp_path)
-    assert result.exit_code == 1
-    assert "CG902" in result.output
+    assert result.exit_code == 2
+    assert "'nope.py' does not exist" in result.output
+    assert "CG902" not in result.output
+
+
+def test_a_file_that_is_not_python_is_a_usage_error(tmp_path):
+    (tmp_path / "README.md").write_text("# Title\n\nIt's prose, not Python.\n")
+    result = _run(["check", "README.md"], tmp_path)
+    assert result.exit_code == 2
+    assert "README.md: not a Python file or notebook" in result.output
+    assert "CG901" not in result.output
+    (tmp_path / "train").write_text("#!/usr/bin/env python3\n" + SRC)  # a script without a suffix is Python
+    assert "CG101" in _run(["check", "train"], tmp_path).output
+
+
+def test_nothing_to_check_is_said_and_is_not_all_clear(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.md").write_text("no Python here\n")
+    for folder in ("empty", "docs"):
+        result = _run(["check", folder], tmp_path)
+        assert result.exit_code == 2, result.output
+        assert "nothing was checked: no Python files" in result.output
+        assert "All clear" not in result.output
 
 
 def test_json_output(tmp_path):
@@ -65,7 +87,11 @@ def test_json_output(tmp_path):
 def test_rules_and_rule(tmp_path):
     result = _run(["rules"], tmp_path)
     assert result.exit_code == 0
-    assert len(result.output.strip().splitlines()) == len(RULES)
+    header, *rows = result.output.strip().splitlines()
+    assert header.split("  ")[0] == "code" and "manual capture" in header and header.endswith("torch.compile")
+    assert len(rows) == len(RULES)
+    assert rows[0].index("error") == header.index("manual capture")  # the severity columns line up
+    assert rows[0].index("warning") == header.index("torch.compile")
     rows = json.loads(_run(["rules", "--json"], tmp_path).output)
     assert rows[0]["code"] == "CG101"
     doc = _run(["rule", "CG101"], tmp_path).output

@@ -1,6 +1,8 @@
 import json
+from pathlib import Path
 
-from cgkit.check import check_source
+from cgkit.check import check_paths, check_source
+from cgkit.check.config import Config
 from cgkit.check.formats import github, render, sarif, text, to_json
 
 SRC = """import torch
@@ -40,7 +42,17 @@ def test_json_fields():
         assert key in finding
     assert finding["region"]["kind"] == "torch.cuda.graph"
     assert finding["chain"][0]["name"] == "helper()"
-    assert finding["url"] == "references/rules.md#cg101-tensor-item"
+    # The rule's section in this cgkit's own bundle (`cgkit skill path`), as an absolute path that exists.
+    path, _, anchor = finding["url"].partition("#")
+    assert Path(path).is_absolute() and Path(path).is_file() and path.endswith("references/rules.md")
+    assert anchor == "cg101-tensor-item" and "## CG101 tensor-item" in Path(path).read_text()
+
+
+def test_sarif_links_nowhere_unverified():
+    """No informationUri or helpUri: cgkit has no checked public address; the help travels in the SARIF."""
+    text = sarif(_result())
+    assert "informationUri" not in text and "helpUri" not in text and "http" not in text.replace(
+        "https://json.schemastore.org/sarif-2.1.0.json", "")
 
 
 def test_sarif_shape():
@@ -80,3 +92,52 @@ def test_github_levels_and_escaping():
 def test_render_dispatch():
     for fmt in ("text", "json", "sarif", "github"):
         assert render(_result(), fmt)
+
+
+def test_a_chain_across_files_names_each_file(tmp_path, monkeypatch):
+    (tmp_path / "helpers.py").write_text("def loss(t):\n    return t.sum().item()\n")
+    (tmp_path / "train.py").write_text("import torch\nfrom helpers import loss\nx = torch.randn(8, device='cuda')\n"
+                                       "g = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n    y = loss(x)\n")
+    monkeypatch.chdir(tmp_path)
+    out = text(check_paths(["train.py"], config=Config()))
+    assert "helpers.py:2:12: CG101" in out
+    # The region is in train.py, the finding in helpers.py: the region's line says which file it is in.
+    assert "region: with torch.cuda.graph(g) at train.py:5 -> loss() L1" in out
+
+
+NOTEBOOK = {
+    "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# A notebook\n", "with prose"]},
+        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+         "source": ["import torch\n", "x = torch.randn(8, device='cuda')"]},
+        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+         "source": ["g = torch.cuda.CUDAGraph()\n", "with torch.cuda.graph(g):\n", "    y = x.sum().item()\n"]},
+    ],
+    "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+}
+
+
+def _notebook_result(tmp_path, indent):
+    raw = json.dumps(NOTEBOOK, indent=indent)
+    (tmp_path / "nb.ipynb").write_text(raw)
+    return check_paths([str(tmp_path / "nb.ipynb")], config=Config()), raw.split("\n")
+
+
+def test_github_and_sarif_put_a_notebook_finding_on_its_line_of_the_ipynb(tmp_path):
+    result, raw = _notebook_result(tmp_path, indent=1)  # as Jupyter writes it: one source line per JSON line
+    [finding] = result.findings
+    assert (finding.code, finding.cell, finding.line) == ("CG101", 2, 3)
+    [annotation] = github(result).splitlines()
+    line = int(annotation.split("line=")[1].split(",")[0])
+    assert "y = x.sum().item()" in raw[line - 1]  # the .ipynb line GitHub shows the annotation on
+    assert "col=" not in annotation  # the cell's columns are not the JSON line's
+    assert "::CG101" not in annotation and "cell 2, line 3: CG101" in annotation
+    location = json.loads(sarif(result))["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+    assert location["region"]["startLine"] == line
+    assert json.loads(to_json(result))["findings"][0]["file_line"] == line
+
+
+def test_a_notebook_on_one_line_still_annotates_that_line(tmp_path):
+    result, raw = _notebook_result(tmp_path, indent=None)
+    assert len(raw) == 1
+    assert ",line=1,endLine=1," in github(result)

@@ -47,9 +47,11 @@ RULES.record(
         trace_blind="a finding about the file (it cannot be read), not an operation",
         category="api-misuse",
         message="cannot read: {what}",
-        fix="Save the file as UTF-8 (or declare its encoding in a coding comment), and check the path.",
+        fix="Save the file as UTF-8 (or declare its encoding in a coding comment); a notebook must be valid JSON.",
         compile="error",
-        what="Reports a file that cannot be read or decoded (bad encoding, a broken notebook, a missing path).",
+        what="Reports a file that cannot be read or decoded (bad encoding, a broken notebook, no permission to "
+        "read it). A path that does not exist, or a file named that is not Python, is a usage error (exit "
+        "status 2), not a finding.",
         why="A file that cannot be read cannot be checked; reporting it keeps a clean result from "
         "hiding files that were never analysed. The rest of the files are still checked.",
         example=code("""
