@@ -46,8 +46,9 @@ GROUPS: dict[str, str] = {
 
 # Shown when an error is not recognised, and at the top of troubleshooting.md.
 CHECKLIST: tuple[str, ...] = (
-    "Run `cgkit check FILE.py`: it lists host syncs, host-device copies, data-dependent shapes "
-    "and other capture hazards inside the captured region, each with the rule that explains it.",
+    "Run `cgkit trace --model FILE.py:build --inputs FILE.py:batch` (it runs the step and sees inside "
+    "libraries) or `cgkit check FILE.py` (it reads the script): each lists host syncs, host-device copies, "
+    "data-dependent shapes and other capture hazards, with the rule that explains it.",
     "Warm up the exact code that is captured (3 iterations; 11 with DDP) on the same side stream "
     "and device that the capture uses, so libraries finish their lazy set-up before capture.",
     "Capture under `torch.cuda.device(dev)` on a side stream; keep other threads from touching CUDA "
@@ -319,57 +320,106 @@ ENTRIES: tuple[Entry, ...] = (
         id="rng-current-seed-in-capture",
         group="torch",
         heading="Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture",
-        title="The CUDA RNG state was read while capturing.",
+        title="The CUDA RNG state was read while capturing, on a torch release before 2.10.",
         patterns=(r"Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture",),
         cause=(
-            "Something in the region asked for the CUDA generator's seed or state: "
-            "`torch.cuda.get_rng_state()`, activation checkpointing that saves the RNG state, or "
-            "Dynamo compiling a new frame inside the capture (the first call of a `torch.compile` "
-            "function saves the RNG state)."
+            "Before torch 2.10 the CUDA generator refused to report its seed during capture. Whatever "
+            "read it in the region raised this: `torch.cuda.get_rng_state()`, activation checkpointing "
+            "that saves the RNG state (`preserve_rng_state=True`, the default), a library saving the "
+            "state for dropout, or Dynamo compiling a new frame inside the capture (it saves the RNG "
+            "state). torch 2.10 removed the check, so on 2.10 and later this message means an older torch."
         ),
         fix=(
-            "Read or save RNG state outside the capture. Inside, use the graph-safe generator "
-            "methods `graphsafe_get_state()`/`graphsafe_set_state()`. Call compiled functions "
-            "once before capturing so no compilation happens inside it."
+            "Upgrade to torch 2.10 or later, where reading the state during capture is allowed. On the "
+            "older release: read or save RNG state outside the capture, pass `preserve_rng_state=False` "
+            "to checkpointing inside it, use `graphsafe_get_state()`/`graphsafe_set_state()` on the "
+            "generator, and call compiled functions once before capturing."
         ),
-        seen="PyTorch C++ CUDAGeneratorImpl (TORCH_CHECK); reported in pytorch/pytorch#83148 and #131782.",
+        seen=(
+            "PyTorch C++ `CUDAGeneratorImpl::current_seed` (`assertNotCapturing`) before 2.10; "
+            "pytorch/pytorch#83148, #131782, #162504. Guarded by `benchmarks/source_facts.py` "
+            "(`rng-current-seed-check-gone`, read in the CUDA build's `libtorch_cuda.so`)."
+        ),
         examples=(
             "RuntimeError: Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture. If you need "
             "this call to be captured, please file an issue. Current cudaStreamCaptureStatus: "
             "cudaStreamCaptureStatusActive",
         ),
         see=(f"{_PT}#rng-under-capture-register_generator_state-and-graphsafe_get_state",),
+        changed=(
+            "torch 2.10 removed this check (pytorch/pytorch#162505): reading the state and setting the "
+            "same seed again are allowed during capture; only a different seed is refused (see "
+            "`rng-seed-in-capture`). On torch 2.11 (H200) checkpointing with the default "
+            "`preserve_rng_state=True` captured and replayed (the CG410 measurement)."
+        ),
         rank=80,
     ),
     Entry(
         id="rng-seed-in-capture",
         group="torch",
         heading="CUDAGeneratorImpl::set_current_seed can be called during stream capture only if new seed is the same as the original seed",
-        title="The CUDA generator was re-seeded inside the capture.",
+        title="The CUDA generator was given a different seed inside the capture.",
         patterns=(r"set_current_seed can be called during stream capture only if new seed is the same",),
-        cause="`torch.manual_seed()` / `torch.cuda.manual_seed()` (or `set_rng_state`) with a new seed ran inside the captured region.",
+        cause=(
+            "`torch.manual_seed()` / `torch.cuda.manual_seed()`, or `torch.cuda.set_rng_state()` with a "
+            "state from another seed, ran inside the captured region. Re-setting the seed the generator "
+            "already has is allowed (it is what checkpointing does when it restores the state)."
+        ),
         fix=(
             "Seed before capturing. A captured graph advances the generator's offset on every "
             "replay, so replays draw fresh numbers without re-seeding."
         ),
-        seen="PyTorch C++ CUDAGeneratorImpl::set_current_seed (TORCH_CHECK).",
+        seen="PyTorch C++ `CUDAGeneratorImpl::set_current_seed` (TORCH_CHECK), torch 2.10 and later (pytorch/pytorch#162505).",
         examples=(
             "RuntimeError: CUDAGeneratorImpl::set_current_seed can be called during stream capture only if "
             "new seed is the same as the original seed.",
         ),
         see=(f"{_PT}#rng-under-capture-register_generator_state-and-graphsafe_get_state",),
+        changed="Before torch 2.10 any seeding during capture failed with `Cannot call CUDAGeneratorImpl::set_current_seed`.",
         rank=80,
     ),
     Entry(
         id="rng-set-state-in-capture",
         group="torch",
         heading="Please ensure to utilize the CUDAGeneratorImpl::set_state_index method during capturing",
-        title="The CUDA RNG state was restored with set_rng_state while capturing.",
+        title="The CUDA RNG state was restored with set_rng_state while capturing, on a torch release before 2.10.",
         patterns=(r"utilize the CUDAGeneratorImpl::set_state_index method during capturing",),
-        cause="`torch.cuda.set_rng_state()` (or code that restores RNG state, such as some checkpointing helpers) ran inside the capture.",
-        fix="Restore RNG state outside the capture, or inside it use `generator.graphsafe_set_state(state)` with a state from `graphsafe_get_state()`/`clone_state()`.",
-        seen="PyTorch CUDAGeneratorImpl error, as quoted in NVIDIA's CUDA-graph troubleshooting notes.",
+        cause=(
+            "Before torch 2.10, `torch.cuda.set_rng_state()` (or code that restores RNG state, such as "
+            "checkpointing's backward) refused to run during capture. torch 2.10 removed the check."
+        ),
+        fix=(
+            "Upgrade to torch 2.10 or later. On the older release, restore RNG state outside the capture, or "
+            "inside it use `generator.graphsafe_set_state(state)` with a state from `graphsafe_get_state()`."
+        ),
+        seen="PyTorch C++ `CUDAGeneratorImpl::set_state` (`assertNotCapturing`) before 2.10.",
         examples=("RuntimeError: Please ensure to utilize the CUDAGeneratorImpl::set_state_index method during capturing",),
+        see=(f"{_PT}#rng-under-capture-register_generator_state-and-graphsafe_get_state",),
+        changed=(
+            "torch 2.10 removed this check (pytorch/pytorch#162505): `set_rng_state` during capture now "
+            "sets the offset, and fails only if the state carries a different seed (`rng-seed-in-capture`)."
+        ),
+        rank=80,
+    ),
+    Entry(
+        id="rng-clone-state-in-capture",
+        group="torch",
+        heading="Cannot call CUDAGeneratorImpl::clone_impl during CUDA graph capture",
+        title="A CUDA generator's state was cloned inside the capture.",
+        patterns=(r"Cannot call CUDAGeneratorImpl::clone_impl",),
+        cause=(
+            "`generator.clone_state()` (or anything that clones a CUDA generator) ran inside the captured "
+            "region. Unlike `graphsafe_get_state()` and `graphsafe_set_state()`, cloning is refused during capture."
+        ),
+        fix=(
+            "Clone the state before capturing and switch to it inside the capture with "
+            "`graphsafe_set_state(state)`; inside the capture, read the current state with `graphsafe_get_state()`."
+        ),
+        seen="PyTorch C++ `CUDAGeneratorImpl::clone_impl` (`assertNotCapturing`); reported in pytorch/pytorch#170535.",
+        examples=(
+            "RuntimeError: Cannot call CUDAGeneratorImpl::clone_impl during CUDA graph capture. If you need this "
+            "call to be captured, please file an issue. Current cudaStreamCaptureStatus: cudaStreamCaptureStatusActive",
+        ),
         see=(f"{_PT}#rng-under-capture-register_generator_state-and-graphsafe_get_state",),
         rank=80,
     ),
@@ -460,9 +510,14 @@ ENTRIES: tuple[Entry, ...] = (
             "Move the model to the GPU before creating the optimizer, and load optimizer state "
             "after that (with `map_location` set to the device)."
         ),
-        seen="torch/optim/{adam,adamw,...}.py in torch 2.13 ('must be on supported devices'); older releases said 'must be CUDA tensors'.",
+        seen=(
+            "torch/optim/{adam,adamw,...}.py in torch 2.13 ('must be on supported devices'); the list comes from "
+            "`torch.optim.optimizer._get_capturable_supported_devices` (cuda, xpu, hpu, the private-use backend's "
+            "name, and xla except on the foreach path); older releases said 'must be CUDA tensors'."
+        ),
         examples=(
-            "AssertionError: If capturable=True, params and state_steps must be on supported devices: ['cuda', 'xpu'].",
+            "AssertionError: If capturable=True, params and state_steps must be on supported devices: "
+            "['cuda', 'xpu', 'hpu', 'privateuseone', 'xla'].",
             "If capturable=True, params and state_steps must be CUDA tensors.",
         ),
         see=(f"{_PT}#optimizers-capturabletrue",),
@@ -598,20 +653,36 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         id="graphed-callables-grad-empty-inputs",
         group="callables",
-        heading="grad requires non-empty inputs",
-        title="make_graphed_callables was given a callable with nothing that needs a gradient.",
-        patterns=(r"grad requires non-empty inputs",),
+        heading="`inputs` argument to `grad()` cannot be empty (older: grad requires non-empty inputs)",
+        title="make_graphed_callables found outputs that need a gradient but no input or parameter to take it.",
+        patterns=(r"`?inputs`? argument to `?grad\(\)`? cannot be empty", r"grad requires non-empty inputs"),
         cause=(
-            "During backward capture `torch.autograd.grad` got no inputs: the callable has no "
-            "parameters and none of its sample inputs requires grad (reported as pytorch/pytorch#124582)."
+            "The backward capture differentiates the outputs only with respect to the sample inputs that "
+            "require grad and, for an `nn.Module`, its parameters. A callable whose outputs require grad "
+            "through something else, typically a plain function that uses parameters it closes over, "
+            "leaves that list empty. A callable whose outputs need no gradient at all no longer gets a "
+            "backward graph (pytorch/pytorch#124582, fixed by #128483), so it does not raise this."
         ),
         fix=(
-            "Graph such a callable for inference only (in `torch.no_grad()`, or with "
-            "`torch.cuda.graph`), or give the sample input `requires_grad=True` if its gradient is needed."
+            "Pass the `nn.Module` that owns the parameters (its parameters are then differentiated), or "
+            "give the sample input `requires_grad=True` if its gradient is needed; graph a callable that "
+            "needs no gradient under `torch.no_grad()` or with `torch.cuda.graph`."
         ),
-        seen="torch autograd (`torch.autograd.grad`); pytorch/pytorch#124582.",
-        examples=("ValueError: grad requires non-empty inputs.",),
+        seen=(
+            "torch/autograd/__init__.py `grad` ('`inputs` argument to `grad()` cannot be empty.', torch 2.13); "
+            "older releases raised ValueError 'grad requires non-empty inputs.' from the autograd engine. "
+            "torch/cuda/graphs.py `make_graphed_callables` skips the backward capture when no output "
+            "requires grad (2.11, 2.13)."
+        ),
+        examples=(
+            "RuntimeError: `inputs` argument to `grad()` cannot be empty.",
+            "ValueError: grad requires non-empty inputs.",
+        ),
         see=(f"{_PT}#torchcudamake_graphed_callables",),
+        changed=(
+            "The Python check in `torch.autograd.grad` now words it '`inputs` argument to `grad()` cannot "
+            "be empty.' (RuntimeError); older releases said 'grad requires non-empty inputs.' (ValueError)."
+        ),
         rank=70,
     ),
     Entry(
@@ -1241,6 +1312,22 @@ LIBRARY_CALLS: tuple[LibraryCall, ...] = (
         ),
         seen="torch/amp/grad_scaler.py `_maybe_opt_step` (torch 2.11 and 2.13).",
         rule="CG109",
+    ),
+    LibraryCall(
+        id="batchnorm-momentum-none",
+        where=("torch/nn/modules/batchnorm.py:_BatchNorm.forward",),
+        title="BatchNorm with momentum=None reads its step count on the host in training.",
+        cause=(
+            "`momentum=None` asks for a cumulative moving average: every training call computes "
+            "`1.0 / float(self.num_batches_tracked)`, a host read of a GPU counter, and the factor it "
+            "yields is a Python number that a graph would freeze at its capture-time value."
+        ),
+        fix=(
+            "Give `momentum` a number (the default is 0.1): the running statistics then update with a "
+            "constant factor and nothing is read. A cumulative average can be kept by hand outside the graph."
+        ),
+        seen="torch/nn/modules/batchnorm.py `_BatchNorm.forward` (torch 2.13; guarded for every torch the source "
+        "facts run on); found by `cgkit trace` on `nn.BatchNorm1d(8, momentum=None)` in training (CPU).",
     ),
     LibraryCall(
         id="pack-padded-sequence-lengths",

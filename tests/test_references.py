@@ -18,6 +18,7 @@ from docs_util import (
     code_blocks,
     headings,
     links,
+    prose,
 )
 
 from cgkit import explain
@@ -85,8 +86,10 @@ def test_explain_references_resolve():
 def test_smoke_points_a_slow_graph_at_a_section_that_exists():
     from cgkit import smoke
 
-    file_part, _, anchor = smoke.SLOWER_THAN_EAGER_DOC.partition("#")
+    file_part, anchor = smoke.SLOWER_THAN_EAGER_SECTION
     assert anchor in anchors(ROOT / file_part)
+    path, _, shown = smoke.SLOWER_THAN_EAGER_DOC.partition("#")
+    assert shown == anchor and Path(path).is_absolute() and Path(path).is_file()
 
 
 @pytest.mark.parametrize("path", OWN_DOCS, ids=_ids)
@@ -239,3 +242,117 @@ def test_rule_links_name_the_right_rule():
             if m:
                 code = m.group(1).upper()
                 assert known.get(code) == m.group(2), f"{path.name}: {target} but {code} is {known.get(code)}"
+
+
+# ---------------------------------------------------------------------------- audited facts (issue 14)
+
+PT = REFERENCES / "api-pytorch.md"
+RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+
+
+def _paragraphs(path: Path) -> list[str]:
+    return re.split(r"\n\s*\n|\n(?=\s*[-*] )", prose(path))
+
+
+def test_pool_sharing_is_never_called_safe_without_its_condition():
+    """PyTorch's rule: shared-pool graphs replay in capture order (or, independent ones, with each
+    output used or cloned before the next replay), never concurrently."""
+    offenders = []
+    for path in OWN_DOCS:
+        for para in _paragraphs(path):
+            flat = " ".join(para.split())
+            for sentence in re.split(r"(?<=[.:;])\s+(?=[A-Z`*])", flat):
+                says_safe = re.search(r"(?<![-\w])safe\b", sentence, re.IGNORECASE)
+                if says_safe and re.search(r"\bpool\b|\bshar", sentence, re.IGNORECASE) and "when that is safe" not in sentence:
+                    if not re.search(r"\border\b|clon|concurrent", para):
+                        offenders.append(f"{path.name}: {sentence[:160]}")
+    assert not offenders, "\n".join(offenders)
+    section = PT.read_text().split("## torch.cuda.graph_pool_handle and sharing a memory pool", 1)[1].split("\n## ", 1)[0]
+    assert "order they were captured" in section and "clone" in section and "concurrently" in section
+
+
+def _results_row(workload: str, workflow: str, mode: str) -> dict[str, float]:
+    text = RESULTS.read_text().split("## compile: the recipe's call", 1)[0]
+    header = None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[:3] == ["workload", "workflow", "mode"]:
+            header = cells
+        elif header and cells[:3] == [workload, workflow, mode]:
+            return {h: float(c) for h, c in zip(header, cells, strict=True) if re.fullmatch(r"-?[\d.]+", c)}
+    raise AssertionError(f"no {workload}/{workflow}/{mode} row in {RESULTS.name}")
+
+
+def test_measured_table_matches_benchmarks_results():
+    if not RESULTS.is_file():
+        pytest.skip("benchmarks/RESULTS.md is not in this checkout")
+    section = PT.read_text().split("## Measured on one H200", 1)[1].split("\n## ", 1)[0]
+    rows = {"6-layer GPT (d=512), 1 x 64 tokens, inference": ("gpt6x512_b1s64", "inference"),
+            "6-layer GPT (d=512), training step": ("gpt6x512_b1s64", "training"),
+            "cgkit demo MLP (32 x Linear(256), batch 8), inference": ("demo", "inference"),
+            "cgkit demo MLP, training step": ("demo", "training")}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] not in rows:
+            continue
+        workload, mode = rows.pop(cells[0])
+        numbers = [float(re.match(r"[\d.]+", c).group()) for c in cells[1:]]
+        manual = _results_row(workload, "manual", mode)
+        expected = [manual["eager ms"], manual["graphed ms"],
+                    _results_row(workload, "callables", mode)["graphed ms"],
+                    _results_row(workload, "compile", mode)["graphed ms"], manual["kernel floor ms"]]
+        assert numbers == [round(x, 2) for x in expected], (cells[0], numbers, expected)
+    assert not rows, f"rows missing from the measured table: {list(rows)}"
+
+
+def test_numbers_quoted_elsewhere_are_the_recipes():
+    if not RESULTS.is_file():
+        pytest.skip("benchmarks/RESULTS.md is not in this checkout")
+    gpt_inf = _results_row("gpt6x512_b1s64", "manual", "inference")
+    gpt_train = (_results_row("gpt6x512_b1s64", "manual", "training"), _results_row("gpt6x512_b1s64", "callables", "training"))
+    mlp_train = (_results_row("mlp16x512_b8", "manual", "training"), _results_row("mlp16x512_b8", "callables", "training"))
+    inference = " ".join((REFERENCES / "patterns-inference.md").read_text().split())
+    assert f"{gpt_inf['eager ms']:.2f} ms eager, {gpt_inf['graphed ms']:.2f} ms as a graph" in inference
+    dynamic = " ".join((REFERENCES / "patterns-dynamic.md").read_text().split())
+    assert f"{mlp_train[0]['graphed ms']:.2f} vs {mlp_train[1]['graphed ms']:.2f} ms" in dynamic
+    assert f"{gpt_train[0]['graphed ms']:.2f} vs {gpt_train[1]['graphed ms']:.2f} ms" in dynamic
+    skill = " ".join(SKILL.read_text().split())
+    assert (f"{gpt_train[0]['eager ms']:.2f} -> {gpt_train[0]['graphed ms']:.2f} ms (`manual`), "
+            f"{gpt_train[1]['graphed ms']:.2f} ms (`callables`)") in skill
+    assert f"{gpt_inf['eager ms']:.2f} -> {gpt_inf['graphed ms']:.2f} ms" in skill
+
+
+def test_unsafe_unbacked_ops_is_not_listed_as_new_in_213():
+    for line in PT.read_text().splitlines():
+        if "2.13 only" in line:
+            assert "cudagraph_unsafe_unbacked_ops" not in line, line
+
+
+def test_te_megatron_page_says_what_ran_on_a_gpu():
+    text = (REFERENCES / "api-te-megatron.md").read_text()
+    assert "Nothing on this page was run on a GPU" not in text
+    assert "benchmarks/RESULTS.md" in text.split("\n## ", 2)[1]
+
+
+def test_megatron_thread_local_is_not_claimed_for_every_graph():
+    section = PT.read_text().split("## capture_error_mode: global, thread_local, relaxed", 1)[1].split("\n## ", 1)[0]
+    flat = " ".join(section.split())
+    assert "Megatron-Core captures this way" not in flat
+    assert "backward graphs" in flat and "optimizer graph" in flat
+
+
+def test_removed_rng_checks_are_marked_as_old():
+    for path in OWN_DOCS:
+        # troubleshooting.md: per section (heading, then its text); elsewhere per paragraph
+        chunks = ([c for c in re.split(r"\n(?=### )", path.read_text()) if c.startswith("### ")]
+                  if path.name == "troubleshooting.md" else _paragraphs(path))
+        for chunk in chunks:
+            flat = " ".join(chunk.split())
+            if "](#" in flat and flat.startswith("- **"):  # an index line of links
+                continue
+            for message in ("CUDAGeneratorImpl::current_seed", "set_state_index"):
+                if message in flat:
+                    assert "2.10" in flat, f"{path.name}: {flat[:200]}"
+    for entry_id in ("rng-current-seed-in-capture", "rng-set-state-in-capture"):
+        entry = explain.entry(entry_id)
+        assert "before 2.10" in entry.title and "162505" in entry.changed
