@@ -61,7 +61,7 @@ def main() -> int:
             path = Path(tmp) / f"{workload}_{workflow}_{mode}.py"
             recipes.write(options(workload, workflow, mode), path)
             result = smoke.run_recipe(path, timeout=900)
-            report = result.report or {"error": result.output_tail[-500:]}
+            report = result.report.as_json() if result.report else {"error": result.output_tail[-500:]}
             row = {"workload": workload, "workflow": workflow, "mode": mode, **report, "verdict": result.verdict}
             row.pop("traceback", None)
             rows.append(row)

@@ -12,9 +12,13 @@ which need their own set-up); their tables name the file. Numbers are copied, ne
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from cgkit.report import RecipeReport  # noqa: E402  (the report's one definition)
+
 ANCHORS = HERE / "anchors-h200-2026-11-29.jsonl"
 
 
@@ -76,14 +80,14 @@ def te_megatron_table(paths: list[Path]) -> list[str]:
            "| steps compared | graph MB |", "|" + "---|" * 10]
     cases = [case for path in paths for case in json_lines(path)]
     for case in sorted(cases, key=lambda c: " ".join(c["args"])):
-        r = case["report"]
-        if r.get("workflow") not in ("te", "mcore-layer", "mcore-full"):
+        r = RecipeReport.from_json(case["report"])
+        if r.workflow not in ("te", "mcore-layer", "mcore-full"):
             continue
         args = case["args"][:case["args"].index("--timeout")] if "--timeout" in case["args"] else case["args"]
         args = " ".join(args)
-        out.append(f"| `{args}` | {r.get('verdict')} | {fmt(r.get('eager_ms'))} | {fmt(r.get('graphed_ms'))} "
-                   f"| {fmt(r.get('kernel_floor_ms'))} | {fmt(r.get('speedup'), 2)} | {fmt(r.get('graphed_over_floor'), 3)} "
-                   f"| {fmt(r.get('max_abs_diff'), 6)} | {len(r.get('losses_eager') or [])} | {fmt(r.get('graph_memory_mb'), 1)} |")
+        out.append(f"| `{args}` | {r.unknown.get('verdict')} | {fmt(r.eager_ms)} | {fmt(r.graphed_ms)} "
+                   f"| {fmt(r.kernel_floor_ms)} | {fmt(r.speedup, 2)} | {fmt(r.graphed_over_floor, 3)} "
+                   f"| {fmt(r.max_abs_diff, 6)} | {len(r.losses_eager or [])} | {fmt(r.graph_memory_mb, 1)} |")
     return out if len(out) > 2 else []
 
 
@@ -91,15 +95,15 @@ def cases_table(paths: list[Path]) -> list[str]:
     out = ["| case | verdict | speedup | graphed / floor | graph MB | note |", "|---|---|---|---|---|---|"]
     cases = [case for path in paths for case in json_lines(path)]
     for case in sorted(cases, key=lambda c: " ".join(c["args"])):
-        r = case["report"]
-        note = " ".join((r.get("error") or "").split())  # one table row: no line breaks
-        if r.get("cudagraph_skips") is not None:
-            note = f"cudagraph skips: {r['cudagraph_skips']}"
-        if r.get("ranks_agree") is not None:
-            note = f"ranks agree: {r['ranks_agree']} (world size {r.get('world_size')})"
+        r = RecipeReport.from_json(case["report"]) if case["report"] else RecipeReport()
+        note = " ".join((r.error or "").split())  # one table row: no line breaks
+        if r.cudagraph_skips is not None:
+            note = f"cudagraph skips: {r.cudagraph_skips}"
+        if r.ranks_agree is not None:
+            note = f"ranks agree: {r.ranks_agree} (world size {r.world_size})"
         args = " ".join(a if "/" not in a else a.split("/")[-1] for a in case["args"])
-        out.append(f"| `{args}` | {r.get('verdict')} | {fmt(r.get('speedup'), 2)} "
-                   f"| {fmt(r.get('graphed_over_floor'), 3)} | {fmt(r.get('graph_memory_mb'), 1)} | {note[:120]} |")
+        out.append(f"| `{args}` | {r.unknown.get('verdict')} | {fmt(r.speedup, 2)} "
+                   f"| {fmt(r.graphed_over_floor, 3)} | {fmt(r.graph_memory_mb, 1)} | {note[:120]} |")
     return out
 
 
@@ -225,6 +229,22 @@ def ddp_table(path: Path) -> list[str]:
     return out
 
 
+def structures_table(path: Path) -> list[str]:
+    """tests/gpu/test_structures_gpu.py: real models' inputs and outputs through every capturing workflow."""
+    out = ["| workflow | mode | model <- inputs factory | options | verdict | output values | speedup | graphed / floor "
+           "| note |", "|" + "---|" * 9]
+    for case in json_lines(path):
+        args, r = case["args"], RecipeReport.from_json(case["report"])
+        value = {a: b for a, b in zip(args, args[1:], strict=False) if a.startswith("--")}
+        model = value["--model"].split(":")[-1].removeprefix("build_") + " <- " + value["--inputs"].split(":")[-1]
+        options = " ".join(f"{k} {v}" for k, v in value.items() if k in ("--dtype", "--amp"))
+        note = " ".join((r.error or "").split())[:150]
+        out.append(f"| {r.workflow} | {r.mode} | {model} | {options or '-'} | {r.unknown.get('verdict')} "
+                   f"| {len(r.output_leaves) if r.output_leaves else '-'} | {fmt(r.speedup, 2)} "
+                   f"| {fmt(r.graphed_over_floor, 3)} | {note or '-'} |")
+    return out
+
+
 def compile_hazards_table(path: Path) -> list[str]:
     """benchmarks/compile_hazards.py: each hazard of a compiled region, called 12 times."""
     rows = json_lines(path)
@@ -270,6 +290,11 @@ def session_sections(folder: Path) -> list[str]:
          "the timings the scripts print."),
         ("facts.jsonl", facts_table, "Optimizer and schedule facts, measured; source facts of this torch",
          "`benchmarks/optimizer_facts.py` and `benchmarks/source_facts.py --json`."),
+        ("structure-reports.jsonl", structures_table, "Real models' inputs and outputs through every recipe",
+         "`tests/gpu/test_structures_gpu.py` (`scripts/gpu_suite.sh structures`, 7 cases at a time beside the recipe "
+         "tests: speedups are lower bounds) over `tests/models/structures.py`: dict, dataclass and mapping-object "
+         "outputs with nested tuples, lists and non-tensor values; keyword, (args, kwargs), token-id, mask and "
+         "non-tensor inputs; bf16 parameters. The counting and argmax rows must fail, and say why."),
         ("ddp-scaling.jsonl", ddp_table, "DDP recipes on one GPU and on two",
          "`benchmarks/ddp_scaling.py`: `cgkit smoke --workflow W --mode training --ddp --nproc N`, one run at a time, "
          "the machine to itself. samples/s = GPUs x batch / ms per step. The kernel floor under DDP includes the "

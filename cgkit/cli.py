@@ -55,9 +55,15 @@ _OPTIONS = {
                          help="inference or training (default: the workflow's first)."),
     "model": click.option("--model", metavar="REF",
                           help="Factory returning your nn.Module: path/to/file.py:name or package.module:name."),
-    "inputs": click.option("--inputs", metavar="REF", help="Factory returning a tuple of example input tensors."),
-    "loss": click.option("--loss", metavar="REF", help="Training loss: loss_fn(output, *inputs) -> scalar tensor."),
+    "inputs": click.option("--inputs", metavar="REF",
+                           help="Factory returning example inputs: a tuple (positional), a dict (keyword) "
+                                "or an (args, kwargs) pair."),
+    "loss": click.option("--loss", metavar="REF",
+                         help="Training loss: loss_fn(output, *args, **kwargs) -> scalar tensor (default: the "
+                              "mean square of every floating-point output)."),
     "amp": click.option("--amp", type=click.Choice(recipes.AMP_CHOICES), help="Autocast dtype (default none)."),
+    "dtype": click.option("--dtype", type=click.Choice(recipes.AMP_CHOICES),
+                          help="Cast the model's parameters and floating-point inputs (default none: as built)."),
     "optimizer": click.option("--optimizer", type=click.Choice(recipes.OPTIMIZER_CHOICES),
                               help="Training optimizer (default adam)."),
     "ddp": click.option("--ddp", is_flag=True, default=False, help="DistributedDataParallel under torchrun (training)."),
@@ -189,7 +195,7 @@ def smoke(recipe: Path | None, script_args: tuple[str, ...], compare: bool, base
         sys.exit(0 if result.passed else 1)
     try:
         if compare:
-            comparison = smoke_lib.compare(timeout=timeout, nproc=nproc, **values)
+            comparison = smoke_lib.compare(timeout=timeout, nproc=nproc, progress=_progress, **values)
             click.echo(json.dumps(comparison.as_dict()) if as_json else smoke_lib.format_comparison(comparison))
             sys.exit(0 if comparison.passing else 1)
         if values.get("emit") == "flags":
@@ -206,7 +212,12 @@ def smoke(recipe: Path | None, script_args: tuple[str, ...], compare: bool, base
     except CgkitError as exc:
         _fail(str(exc))
     click.echo(json.dumps(result.as_dict()) if as_json else smoke_lib.format_result(result))
-    sys.exit(0 if result.verdict == smoke_lib.PASSED else 1)
+    sys.exit(2 if result.usage_error else 0 if result.verdict == smoke_lib.PASSED else 1)
+
+
+def _progress(message: str) -> None:
+    """What a long run is doing now, on stderr (stdout stays the report)."""
+    click.echo(f"cgkit smoke: {message}", err=True)
 
 
 def _run_hint(opts: recipes.ScaffoldOptions, output: Path) -> str:
@@ -394,13 +405,14 @@ def trace(script: str | None, script_args: tuple[str, ...], step: str | None, de
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=str))
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
               show_default=True, help="Output format.")
 @click.option("--select", multiple=True, metavar="CODES", help="Only these codes or prefixes (e.g. CG1,CG402).")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Skip these codes or prefixes.")
 @click.option("--region", "regions", multiple=True, metavar="NAME",
-              help="A function you intend to capture: func, Class.method or Class (its forward). Repeatable.")
+              help="Also check this function as a captured region: func, outer.inner, Class.method or Class "
+              "(its forward). Adds to the regions found; never hides a finding. Repeatable.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=str),
               help="pyproject.toml to read [tool.cgkit] from (default: found by walking up from PATHS).")
 @click.option("--no-config", is_flag=True, help="Ignore [tool.cgkit] settings.")
@@ -409,9 +421,10 @@ def check(paths: tuple[str, ...], fmt: str, select: tuple[str, ...], ignore: tup
           regions: tuple[str, ...], config_path: str | None, no_config: bool, exit_zero: bool) -> None:
     """Check scripts for CUDA-graph capture hazards inside captured regions.
 
-    PATHS are files, directories (searched recursively) or notebooks (default: the current
+    PATHS are Python files, notebooks or directories (searched recursively; default: the current
     directory). Exit status: 0 when nothing at warning or above, 1 when there are findings, 2 for
-    usage or internal errors.
+    usage errors (a path that does not exist, a file that is not Python, an unknown --region, no
+    Python file found: nothing checked) or internal errors.
 
     \b
     Examples:

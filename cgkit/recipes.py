@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from cgkit import __version__
@@ -29,7 +29,11 @@ EMIT_CHOICES = ("script", "flags")
 
 @dataclass(frozen=True)
 class Workflow:
-    """One way of applying CUDA graphs, rendered from ``recipes/<template>``."""
+    """One way of applying CUDA graphs, rendered from ``recipes/<template>``.
+
+    What differs between workflows is said here, as data; :func:`plan` reads it and never
+    branches on a workflow's name.
+    """
 
     name: str
     summary: str
@@ -39,6 +43,12 @@ class Workflow:
     options: frozenset[str]
     captures: bool = True  # False for `profile`, which measures but captures nothing
     takes_model: bool = True  # False for the Megatron-Core recipes, which build their own GPT
+    family: str = "torch"  # "te" or "megatron": the library whose graphing API it uses
+    # The optimizer step runs inside the graph (it must be capturable; no GradScaler there).
+    captures_optimizer: bool = False
+    compiles: bool = False  # Inductor makes the kernels (its own rounding; cudagraph skips are logged)
+    warmup_iters_ddp: int = 3  # eager iterations before capture under DDP
+    mcore_impl: str | None = None  # Megatron-Core's cuda_graph_impl when fixed by the workflow
 
 
 WORKFLOWS: dict[str, Workflow] = {
@@ -49,7 +59,7 @@ WORKFLOWS: dict[str, Workflow] = {
             summary="Profile the eager step with torch.profiler and estimate what a graph can gain.",
             template="profile.py.j2",
             modes=("inference", "training"),
-            options=frozenset({"loss", "amp", "optimizer"}),
+            options=frozenset({"loss", "amp", "dtype", "optimizer"}),
             captures=False,
         ),
         Workflow(
@@ -57,21 +67,26 @@ WORKFLOWS: dict[str, Workflow] = {
             summary='torch.compile(mode="reduce-overhead"): CUDA graphs through cudagraph trees.',
             template="compile.py.j2",
             modes=("inference", "training"),
-            options=frozenset({"loss", "amp", "optimizer"}),
+            options=frozenset({"loss", "amp", "dtype", "optimizer"}),
+            compiles=True,
         ),
         Workflow(
             name="callables",
             summary="torch.cuda.make_graphed_callables: graph forward and backward, optimizer stays eager.",
             template="callables.py.j2",
             modes=("training", "inference"),
-            options=frozenset({"loss", "amp", "optimizer", "layers", "ddp"}),
+            options=frozenset({"loss", "amp", "dtype", "optimizer", "layers", "ddp"}),
         ),
         Workflow(
             name="manual",
             summary="torch.cuda.graph: capture the whole step yourself (inference, full training step, buckets, DDP).",
             template="manual.py.j2",
             modes=("inference", "training"),
-            options=frozenset({"loss", "amp", "optimizer", "buckets", "ddp"}),
+            options=frozenset({"loss", "amp", "dtype", "optimizer", "buckets", "ddp"}),
+            captures_optimizer=True,
+            # PyTorch documents 11 eager warm-up iterations before capturing a DDP model (the
+            # callables recipe graphs before wrapping in DDP, so 3 is enough there).
+            warmup_iters_ddp=11,
         ),
         Workflow(
             name="te",
@@ -79,6 +94,7 @@ WORKFLOWS: dict[str, Workflow] = {
             template="te.py.j2",
             modes=("training",),
             options=frozenset({"loss", "optimizer", "layers", "fp8", "microbatches"}),
+            family="te",
         ),
         Workflow(
             name="mcore-layer",
@@ -87,6 +103,7 @@ WORKFLOWS: dict[str, Workflow] = {
             modes=("training",),
             takes_model=False,
             options=frozenset({"impl", "microbatches", "emit"}),
+            family="megatron",
         ),
         Workflow(
             name="mcore-full",
@@ -95,6 +112,8 @@ WORKFLOWS: dict[str, Workflow] = {
             modes=("training",),
             takes_model=False,
             options=frozenset({"microbatches", "emit"}),
+            family="megatron",
+            mcore_impl="full_iteration",
         ),
     )
 }
@@ -114,19 +133,26 @@ class ScaffoldOptions:
     inputs: str | None = None
     loss: str | None = None
     amp: str | None = None
+    dtype: str | None = None
     optimizer: str | None = None
     ddp: bool = False
     buckets: str | None = None
     layers: str | None = None
+    fp8: str | None = None
+    microbatches: int | str | None = None
+    impl: str | None = None
+    emit: str | None = None
     # Where the rendered script will be written (file references are made relative to it).
     output: Path | None = None
-    extra: dict[str, object] = field(default_factory=dict)
 
     def given(self) -> list[str]:
         """Names of the workflow-specific options the user set."""
-        skip = {"workflow", "mode", "model", "inputs", "output", "extra"}
-        names = [f.name for f in fields(self) if f.name not in skip and getattr(self, f.name) not in (None, False)]
-        return names + sorted(self.extra)
+        return [name for name in _WORKFLOW_OPTIONS if getattr(self, name) not in (None, False)]
+
+
+# The options a workflow may or may not take (its `options`), in the order commands show them.
+_WORKFLOW_OPTIONS = ("loss", "amp", "dtype", "optimizer", "ddp", "buckets", "layers", "fp8",
+                     "microbatches", "impl", "emit")
 
 
 def option_flag(name: str) -> str:
@@ -134,10 +160,12 @@ def option_flag(name: str) -> str:
 
 
 def options(workflow: str, **values) -> ScaffoldOptions:
-    """ScaffoldOptions from CLI values: workflow-specific ones (``--fp8``, ``--impl``...) go to ``extra``."""
+    """ScaffoldOptions from CLI values (an unknown name is an error, not a silent extra)."""
     known = {f.name for f in fields(ScaffoldOptions)}
-    extra = {k: v for k, v in values.items() if k not in known and v not in (None, False)}
-    return ScaffoldOptions(workflow=workflow, **{k: v for k, v in values.items() if k in known}, extra=extra)
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise CgkitError(f"unknown scaffold option(s): {', '.join(option_flag(n) for n in unknown)}")
+    return ScaffoldOptions(workflow=workflow, **values)
 
 
 def workflow_table() -> str:
@@ -153,8 +181,127 @@ def workflow(name: str) -> Workflow:
         raise CgkitError(f"unknown workflow {name!r}; choose one of: {', '.join(WORKFLOWS)}") from None
 
 
-def plan(opts: ScaffoldOptions) -> dict:
-    """Validate ``opts`` and return the template context: every decision is made here."""
+@dataclass(frozen=True)
+class Precision:
+    """A dtype choice (``--amp`` or ``--dtype``): its option value and the torch dtype it names."""
+
+    name: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Source:
+    """How the script gets a user factory: imported from a module, loaded from a file, or the demo."""
+
+    kind: str  # "module", "local_module", "file" or "demo"
+    name: str | None = None
+    module: str | None = None
+    path: str | None = None  # for "file": relative to the script when it is written to a file
+    root: str | None = None  # for "local_module": the folder to put on sys.path
+
+
+@dataclass(frozen=True)
+class OptimizerPlan:
+    name: str
+    cls: str
+    lr: str  # "lr" (a device tensor made in make_optimizer) or "LEARNING_RATE" (a float)
+    kwargs: str
+    why: tuple[str, ...]  # comment lines above the optimizer: why these settings
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How close graphed must be to eager: rtol/atol on outputs, losses and parameters, and
+    ``update_rtol`` on the parameter updates of the compared training steps (relative)."""
+
+    rtol: str
+    atol: str
+    update_rtol: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Fp8Plan:
+    name: str
+    cls: str
+    kwargs: str
+
+
+@dataclass(frozen=True)
+class TePlan:
+    fp8: Fp8Plan | None
+    microbatches: int
+    cache_weights: bool  # FP8 weights cast once per step, reused by later microbatches
+
+
+@dataclass(frozen=True)
+class McorePlan:
+    impl: str
+    emit: str
+    microbatches: int
+    warmup_steps: int
+    te_impl: bool
+    spec: str
+    flags: tuple[str, ...]  # the Megatron-LM flags that turn the same thing on
+    config: dict[str, str]  # TransformerConfig fields, as Python source
+    imports: tuple[tuple[str, str], ...]
+    graphed_from: int  # steps that run eagerly before the graphs replay
+
+
+@dataclass(frozen=True)
+class Imports:
+    stdlib: tuple[str, ...]
+    third_party: tuple[str, ...]
+    first_party: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every decision behind one rendered recipe; the template only lays it out."""
+
+    version: str
+    command_lines: tuple[str, ...]
+    imports: Imports
+    workflow: str
+    summary: str
+    mode: str
+    training: bool
+    captures: bool
+    compiles: bool
+    template: str
+    verify_template: str
+    model: Source
+    inputs: Source
+    loss: Source | None
+    loss_label: str  # what the report says the training loss is
+    loaders: tuple[str, ...]  # the factory loaders the script defines ("file", "local_module")
+    amp: Precision | None
+    dtype: Precision | None
+    optimizer: OptimizerPlan | None
+    ddp: bool
+    buckets: tuple[int, ...] | None
+    buckets_literal: str | None
+    layers: str | None
+    warmup_iters: int
+    launcher: str
+    process_group: bool  # torch.distributed is initialised (DDP, and Megatron-Core even on one GPU)
+    tolerance: Tolerance
+    te: TePlan | None
+    mcore: McorePlan | None
+    sweep: bool
+    steps: int
+    trace_tags: str  # what `cgkit smoke` passes to `cgkit trace` when the capture fails
+
+    def context(self) -> dict:
+        """The template's variables: the plan's fields, by name (nested plans stay objects)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+STAND_IN_LOSS = "stand-in: the mean square of every floating-point output tensor (no --loss given)"
+
+
+def plan(opts: ScaffoldOptions) -> Plan:
+    """Validate ``opts`` and return the typed plan: every decision is made here."""
     wf = workflow(opts.workflow)
     mode = opts.mode or wf.modes[0]
     if mode not in wf.modes:
@@ -172,68 +319,86 @@ def plan(opts: ScaffoldOptions) -> dict:
     if (opts.model is None) != (opts.inputs is None):
         raise CgkitError("--model and --inputs go together: a factory for the model and one for its example inputs")
 
-    amp = opts.amp or "none"
-    if amp not in AMP_CHOICES:
-        raise CgkitError(f"--amp {amp!r}: choose one of {', '.join(AMP_CHOICES)}")
+    training = mode == "training"
+    amp = _precision(opts.amp, "--amp")
+    dtype = _precision(opts.dtype, "--dtype")
+    _check_precision(wf, training, amp, dtype)
     optimizer = opts.optimizer or "adam"
     if optimizer not in OPTIMIZER_CHOICES:
         raise CgkitError(f"--optimizer {optimizer!r}: choose one of {', '.join(OPTIMIZER_CHOICES)}")
-    training = mode == "training"
-    if wf.name == "manual" and training and amp == "fp16":
+
+    buckets = _parse_buckets(opts.buckets) if opts.buckets else None
+    te = _te_plan(wf, opts)
+    mcore = _mcore_plan(wf, opts)
+    layers = opts.layers or ("model.layers" if te else None)  # TE graphs a model's layers
+    model, inputs = _source(opts.model, "--model", opts.output), _source(opts.inputs, "--inputs", opts.output)
+    loss = _source(opts.loss, "--loss", opts.output) if opts.loss else None
+    sources = (model, inputs, loss)
+    return Plan(
+        version=__version__,
+        command_lines=tuple(_wrap_command(scaffold_command(opts))),
+        imports=_imports(wf, sources, bool(opts.ddp), te, mcore),
+        workflow=wf.name,
+        summary=wf.summary,
+        mode=mode,
+        training=training,
+        captures=wf.captures,
+        compiles=wf.compiles,
+        # `--emit flags` renders only the Megatron-LM flags and TransformerConfig fields.
+        template="_shared/megatron_flags.sh.j2" if mcore and mcore.emit == "flags" else wf.template,
+        verify_template=_verify_template(wf, training),
+        model=model,
+        inputs=inputs,
+        loss=loss,
+        loss_label=f"--loss {opts.loss}" if opts.loss else STAND_IN_LOSS,
+        loaders=tuple(sorted({s.kind for s in sources if s and s.kind in ("file", "local_module")})),
+        amp=amp,
+        dtype=dtype,
+        optimizer=_optimizer_plan(optimizer, wf) if training else None,
+        ddp=bool(opts.ddp),
+        buckets=tuple(buckets) if buckets else None,
+        buckets_literal=repr(tuple(buckets)) if buckets else None,
+        layers=_parse_layers(layers) if layers else None,
+        warmup_iters=wf.warmup_iters_ddp if opts.ddp else 3,
+        launcher="torchrun" if opts.ddp else "python",
+        process_group=bool(opts.ddp) or mcore is not None,
+        tolerance=_tolerance(wf, amp or dtype, te, mcore),
+        te=te,
+        mcore=mcore,
+        sweep=bool(te) and model.kind == "demo",
+        steps=mcore.graphed_from + 5 if mcore else 6,
+        trace_tags=trace_tags(amp.name if amp else "none", optimizer if training and wf.captures else None),
+    )
+
+
+def _precision(value: str | None, flag: str) -> Precision | None:
+    if value in (None, "none"):
+        return None
+    if value not in AMP_CHOICES:
+        raise CgkitError(f"{flag} {value!r}: choose one of {', '.join(AMP_CHOICES)}")
+    return Precision(value, {"bf16": "torch.bfloat16", "fp16": "torch.float16"}[value])
+
+
+def _check_precision(wf: Workflow, training: bool, amp: Precision | None, dtype: Precision | None) -> None:
+    if amp and dtype:
+        raise CgkitError(
+            f"--amp {amp.name} and --dtype {dtype.name} together: --dtype casts the parameters and inputs, "
+            "--amp autocasts a float32 model's operations; choose one"
+        )
+    if not training:
+        return
+    if amp and amp.name == "fp16" and wf.captures_optimizer:
         raise CgkitError(
             "--amp fp16 with a fully captured training step is not supported: fp16 needs GradScaler, "
             "whose step() reads found-inf on the CPU (a sync that breaks capture). Use --amp bf16, "
             "or --workflow callables, which keeps the optimizer (and GradScaler) eager."
         )
-    elif training and amp == "fp16":
+    if (amp or dtype) and (amp or dtype).name == "fp16":
+        flag = "--amp" if amp else "--dtype"
         raise CgkitError(
-            "--amp fp16 is for inference here: fp16 training needs GradScaler's dynamic loss scaling, "
-            "which cgkit's recipes do not generate. Use --amp bf16 (no loss scaling needed)."
+            f"{flag} fp16 is for inference here: fp16 training needs GradScaler's dynamic loss scaling, "
+            f"which cgkit's recipes do not generate. Use {flag} bf16 (no loss scaling needed)."
         )
-
-    buckets = _parse_buckets(opts.buckets) if opts.buckets else None
-    te = _te_context(wf, opts)
-    mcore = _mcore_context(wf, opts)
-    layers = opts.layers or ("model.layers" if te else None)  # TE graphs a model's layers
-    sources = {
-        "model": _source(opts.model, "--model", opts.output),
-        "inputs": _source(opts.inputs, "--inputs", opts.output),
-        "loss": _source(opts.loss, "--loss", opts.output) if opts.loss else None,
-    }
-    return {
-        "version": __version__,
-        "command_lines": _wrap_command(scaffold_command(opts)),
-        "imports": _imports(wf, sources, bool(opts.ddp), te, mcore),
-        "workflow": wf.name,
-        "summary": wf.summary,
-        "mode": mode,
-        "training": training,
-        "captures": wf.captures,
-        "verify_template": _verify_template(wf, training),
-        **sources,
-        "loaders": sorted({s["kind"] for s in sources.values() if s and s["kind"] in ("file", "local_module")}),
-        "amp": _amp_context(amp),
-        "optimizer": _optimizer_context(optimizer, wf.name) if training else None,
-        "ddp": bool(opts.ddp),
-        "buckets": buckets,
-        "buckets_literal": repr(tuple(buckets)) if buckets else None,
-        "layers": _parse_layers(layers) if layers else None,
-        # PyTorch documents 11 eager warm-up iterations before capturing a DDP model; the
-        # callables recipe graphs before wrapping in DDP, so 3 is enough there.
-        "warmup_iters": 11 if opts.ddp and wf.name == "manual" else 3,
-        "launcher": "torchrun" if opts.ddp else "python",
-        # Megatron-Core needs torch.distributed even on one GPU (a process group of one).
-        "process_group": bool(opts.ddp) or mcore is not None,
-        "tolerance": _tolerance(amp, te, mcore, wf.name),
-        "te": te,
-        "mcore": mcore,
-        "sweep": bool(te) and sources["model"]["kind"] == "demo",
-        "steps": mcore["graphed_from"] + 5 if mcore else 6,
-        # `--emit flags` renders only the Megatron-LM flags and TransformerConfig fields.
-        "template": "_shared/megatron_flags.sh.j2" if mcore and mcore["emit"] == "flags" else wf.template,
-        # What `cgkit smoke` needs to trace the same step when the capture fails (see trace_tags).
-        "trace_tags": trace_tags(amp, optimizer if training and wf.captures else None),
-    }
 
 
 def trace_tags(amp: str, optimizer: str | None) -> str:
@@ -245,10 +410,9 @@ def trace_tags(amp: str, optimizer: str | None) -> str:
 
 def render(opts: ScaffoldOptions) -> str:
     """Render the workflow's recipe for ``opts`` and return the script's text."""
-    context = plan(opts)
-    template = _environment().get_template(context["template"])
-    text = template.render(**context)
-    return _tidy(text)
+    decided = plan(opts)
+    template = _environment().get_template(decided.template)
+    return _tidy(template.render(**decided.context()))
 
 
 def write(opts: ScaffoldOptions, output: Path, force: bool = False) -> Path:
@@ -269,15 +433,8 @@ def write(opts: ScaffoldOptions, output: Path, force: bool = False) -> Path:
 def scaffold_command(opts: ScaffoldOptions) -> str:
     """The command line that reproduces this rendering (written into the script's header)."""
     parts = ["cgkit", "scaffold", "--workflow", opts.workflow]
-    if opts.mode:
-        parts += ["--mode", opts.mode]
-    for name in ("model", "inputs", "loss", "amp", "optimizer", "buckets", "layers"):
+    for name in ("mode", "model", "inputs", *_WORKFLOW_OPTIONS):
         value = getattr(opts, name)
-        if value is not None:
-            parts += [option_flag(name), str(value)]
-    if opts.ddp:
-        parts.append("--ddp")
-    for name, value in sorted(opts.extra.items()):
         if value is True:
             parts.append(option_flag(name))
         elif value not in (None, False):
@@ -308,37 +465,36 @@ def _option_groups(words: list[str]) -> list[str]:
     return groups
 
 
-def _imports(wf: Workflow, sources: dict, ddp: bool, te: dict | None = None,
-             mcore: dict | None = None) -> dict[str, list[str]]:
+def _imports(wf: Workflow, sources: tuple[Source | None, ...], ddp: bool, te: TePlan | None = None,
+             mcore: McorePlan | None = None) -> Imports:
     """The script's import lines, grouped and ordered as isort/ruff expect."""
-    kinds = {s["kind"] for s in sources.values() if s is not None}
+    kinds = {s.kind for s in sources if s is not None}
     megatron = mcore is not None
-    stdlib = ["json", "statistics", "sys", "traceback"]
-    stdlib += ["copy"] if wf.captures and not (te or megatron) else []
+    stdlib = ["copy", "dataclasses", "json", "statistics", "sys", "traceback"]  # copy: nested outputs
     stdlib += ["importlib.util"] if "file" in kinds else []
     stdlib += ["importlib"] if "local_module" in kinds else []
-    stdlib += ["logging"] if wf.name == "compile" else []
+    stdlib += ["logging"] if wf.compiles else []
     stdlib += ["os", "socket"] if ddp or megatron else []
     stdlib += ["inspect"] if te else []
     third = ["torch"] + (["torch.distributed as dist"] if ddp or megatron else [])
     third += ["transformer_engine.pytorch as te"] if te else []
-    froms = [("pathlib", "Path")] if kinds & {"file", "local_module"} else []
+    froms = [("collections.abc", "Mapping, MutableMapping")]
+    froms += [("pathlib", "Path")] if kinds & {"file", "local_module"} else []
     froms += [("functools", "partial")] if megatron else []
     third_froms = [("torch.nn.parallel", "DistributedDataParallel")] if ddp else []
-    third_froms += [("transformer_engine.common", "recipe")] if te and te["fp8"] else []
-    third_froms += mcore["imports"] if mcore else []
+    third_froms += [("transformer_engine.common", "recipe")] if te and te.fp8 else []
+    third_froms += list(mcore.imports) if mcore else []
     user_froms = []  # the user's own modules: a first-party section of their own
-    for alias, source in (("build_model", sources["model"]), ("build_inputs", sources["inputs"]),
-                          ("loss_fn", sources["loss"])):
-        if source and source["kind"] == "module":
-            name = source["name"] if source["name"] == alias else f"{source['name']} as {alias}"
-            user_froms.append((source["module"], name))
-    return {
-        "stdlib": [f"import {m}" for m in sorted(stdlib)] + [f"from {m} import {n}" for m, n in sorted(froms)],
-        "third_party": [f"import {m}" for m in sorted(third)]
-        + [f"from {m} import {n}" for m, n in sorted(third_froms)],
-        "first_party": [f"from {m} import {n}" for m, n in sorted(user_froms)],
-    }
+    for alias, source in zip(("build_model", "build_inputs", "loss_fn"), sources, strict=True):
+        if source and source.kind == "module":
+            name = source.name if source.name == alias else f"{source.name} as {alias}"
+            user_froms.append((source.module, name))
+    return Imports(
+        stdlib=tuple([f"import {m}" for m in sorted(stdlib)] + [f"from {m} import {n}" for m, n in sorted(froms)]),
+        third_party=tuple([f"import {m}" for m in sorted(third)]
+                          + [f"from {m} import {n}" for m, n in sorted(third_froms)]),
+        first_party=tuple(f"from {m} import {n}" for m, n in sorted(user_froms)),
+    )
 
 
 def _environment():
@@ -380,18 +536,17 @@ def _tidy(text: str) -> str:
     return "\n".join(lines).strip("\n") + "\n"
 
 
-def _source(text: str | None, role: str, output: Path | None) -> dict | None:
+def _source(text: str | None, role: str, output: Path | None) -> Source:
     """How the script gets a user factory: imported from a module, loaded from a file, or the demo."""
     if text is None:
-        return {"kind": "demo"}
+        return Source("demo")
     ref: Ref = parse_ref(text, role)
     if ref.module is not None and ref.local_root is None:
-        return {"kind": "module", "module": ref.module, "name": ref.name}
+        return Source("module", name=ref.name, module=ref.module)
     if ref.module is not None:
         # Found in the current folder only: the script puts that folder on sys.path itself.
-        return {"kind": "local_module", "module": ref.module, "name": ref.name,
-                "root": _portable_path(ref.local_root, output)}
-    return {"kind": "file", "path": _portable_path(ref.path, output), "name": ref.name}
+        return Source("local_module", name=ref.name, module=ref.module, root=_portable_path(ref.local_root, output))
+    return Source("file", name=ref.name, path=_portable_path(ref.path, output))
 
 
 def _portable_path(path: Path, output: Path | None) -> str:
@@ -405,40 +560,31 @@ def _portable_path(path: Path, output: Path | None) -> str:
 def _verify_template(wf: Workflow, training: bool) -> str:
     if not wf.captures:
         return "_shared/verify_profile.py.j2"
-    if wf.name in _MEGATRON_WORKFLOWS:
+    if wf.family == "megatron":
         return "_shared/verify_megatron.py.j2"
     return "_shared/verify_training.py.j2" if training else "_shared/verify_inference.py.j2"
 
 
-def _amp_context(amp: str) -> dict | None:
-    if amp == "none":
-        return None
-    return {"name": amp, "dtype": {"bf16": "torch.bfloat16", "fp16": "torch.float16"}[amp]}
-
-
-def _optimizer_context(name: str, workflow: str) -> dict:
+def _optimizer_plan(name: str, wf: Workflow) -> OptimizerPlan:
     """The optimizer line and the comments that say why, for the workflow at hand."""
     cls, base = {"sgd": ("torch.optim.SGD", "momentum=0.9"), "adam": ("torch.optim.Adam", ""),
                  "adamw": ("torch.optim.AdamW", "weight_decay=0.01")}[name]
-    if workflow == "profile":  # the user's eager step as it is: nothing graph-specific
-        return {"name": name, "cls": cls, "lr": "LEARNING_RATE", "kwargs": base, "why": []}
+    if not wf.captures:  # the user's eager step as it is: nothing graph-specific
+        return OptimizerPlan(name, cls, "LEARNING_RATE", base, ())
     why = ["The learning rate lives in a device tensor: a schedule updates it in place between steps."]
-    if workflow == "manual":
+    extra = "fused=True" if name == "sgd" else "capturable=True"
+    if wf.captures_optimizer:
         why.append("A Python float would be baked into the captured step.")
         if name == "sgd":
-            extra = "fused=True"
             why.append("fused=True: the foreach SGD turns a tensor lr into a Python number (a sync).")
         else:
-            extra = "capturable=True"
             why.append("capturable=True keeps the step counters on the GPU, so step() can be captured.")
     else:
         # The optimizer runs eagerly here; the settings match the manual recipe's, so the
         # comparisons across workflows train the same way.
-        extra = "fused=True" if name == "sgd" else "capturable=True"
         why.append(f"{extra} as in the manual recipe, so every workflow trains the same way (here")
         why.append("step() runs eagerly, outside the graphs).")
-    kwargs = ", ".join(part for part in (base, extra) if part)
-    return {"name": name, "cls": cls, "lr": "lr", "kwargs": kwargs, "why": why}
+    return OptimizerPlan(name, cls, "lr", ", ".join(part for part in (base, extra) if part), tuple(why))
 
 
 def _parse_buckets(text: str) -> list[int]:
@@ -482,7 +628,6 @@ _FP8_RECIPES = {
     "mxfp8": ("MXFP8BlockScaling", ""),
 }
 
-_MEGATRON_WORKFLOWS = ("mcore-layer", "mcore-full")
 _MEGATRON_IMPORTS = [
     ("megatron.core", "parallel_state"),
     ("megatron.core.distributed", "DistributedDataParallel, DistributedDataParallelConfig"),
@@ -494,36 +639,35 @@ _MEGATRON_IMPORTS = [
 ]
 
 
-def _te_context(wf: Workflow, opts: ScaffoldOptions) -> dict | None:
+def _te_plan(wf: Workflow, opts: ScaffoldOptions) -> TePlan | None:
     """What the `te` recipe renders: the FP8 recipe, and the microbatch schedule if asked."""
-    if wf.name != "te":
+    if wf.family != "te":
         return None
-    fp8 = str(opts.extra.get("fp8") or "none")
+    fp8 = str(opts.fp8 or "none")
     if fp8 not in FP8_CHOICES:
         raise CgkitError(f"--fp8 {fp8!r}: choose one of {', '.join(FP8_CHOICES)}")
-    microbatches = _positive_int(opts.extra.get("microbatches", 1), "--microbatches")
+    microbatches = _positive_int(opts.microbatches or 1, "--microbatches")
     if microbatches > 1 and opts.model is not None:
         raise CgkitError(
             "--microbatches runs cgkit's demo TE layers as one pipeline stage (TE's `_order` schedule "
             "calls each layer's graph directly, not your model's forward); leave it out with --model"
         )
     cls, kwargs = _FP8_RECIPES.get(fp8, (None, None))
-    return {
-        "fp8": {"name": fp8, "cls": cls, "kwargs": kwargs} if cls else None,
-        "microbatches": microbatches,
-        # FP8 weights are cast once per step and reused by later microbatches (is_first_microbatch).
-        "cache_weights": cls is not None and microbatches > 1,
-    }
+    return TePlan(
+        fp8=Fp8Plan(fp8, cls, kwargs) if cls else None,
+        microbatches=microbatches,
+        cache_weights=cls is not None and microbatches > 1,
+    )
 
 
-def _mcore_context(wf: Workflow, opts: ScaffoldOptions) -> dict | None:
+def _mcore_plan(wf: Workflow, opts: ScaffoldOptions) -> McorePlan | None:
     """Megatron-Core settings, and the Megatron-LM flags that turn the same thing on."""
-    if wf.name not in _MEGATRON_WORKFLOWS:
+    if wf.family != "megatron":
         return None
-    impl = "full_iteration" if wf.name == "mcore-full" else str(opts.extra.get("impl") or "local")
-    if wf.name == "mcore-layer" and impl not in MCORE_IMPLS:
+    impl = wf.mcore_impl or str(opts.impl or "local")
+    if impl not in MCORE_IMPLS and impl != wf.mcore_impl:
         raise CgkitError(f"--impl {impl!r}: choose one of {', '.join(MCORE_IMPLS)}")
-    emit = str(opts.extra.get("emit") or "script")
+    emit = str(opts.emit or "script")
     if emit not in EMIT_CHOICES:
         raise CgkitError(f"--emit {emit!r}: choose one of {', '.join(EMIT_CHOICES)}")
     warmup_steps = 3  # Megatron's default for --cuda-graph-warmup-steps
@@ -547,37 +691,33 @@ def _mcore_context(wf: Workflow, opts: ScaffoldOptions) -> dict | None:
                     ("megatron.core.transformer.cuda_graphs", "TECudaGraphHelper")]
     else:
         imports.append(("megatron.core.transformer.cuda_graphs", "CudaGraphManager"))
-    return {
-        "impl": impl,
-        "emit": emit,
-        "microbatches": _positive_int(opts.extra.get("microbatches", 1), "--microbatches"),
-        "warmup_steps": warmup_steps,
-        "te_impl": te_impl,
-        "spec": spec,
-        "flags": flags,
-        "config": config,
-        "imports": imports,
+    return McorePlan(
+        impl=impl,
+        emit=emit,
+        microbatches=_positive_int(opts.microbatches or 1, "--microbatches"),
+        warmup_steps=warmup_steps,
+        te_impl=te_impl,
+        spec=spec,
+        flags=tuple(flags),
+        config=config,
+        imports=tuple(imports),
         # Steps run eagerly before the graphs replay: local records in step 1 and captures at its
         # end; transformer_engine and full_iteration capture after `warmup_steps` eager steps.
-        "graphed_from": 1 if impl == "local" else warmup_steps,
-    }
+        graphed_from=1 if impl == "local" else warmup_steps,
+    )
 
 
-def _tolerance(amp: str, te: dict | None, mcore: dict | None, workflow: str = "") -> dict:
-    """How close graphed must be to eager: rtol/atol on outputs, losses and parameters, and
-    ``update`` on the parameter updates of the compared training steps (relative, whole model)."""
-    if te and te["fp8"]:
-        return {"rtol": "5e-2", "atol": "5e-2", "update_rtol": "1e-1",
-                "why": "FP8 GEMMs; each model keeps its own amax history, so scales differ slightly"}
+def _tolerance(wf: Workflow, precision: Precision | None, te: TePlan | None, mcore: McorePlan | None) -> Tolerance:
+    """How close graphed must be to eager, and why."""
+    if te and te.fp8:
+        return Tolerance("5e-2", "5e-2", "1e-1", "FP8 GEMMs; each model keeps its own amax history, so scales differ slightly")
     if te or mcore:
-        return {"rtol": "2e-2", "atol": "2e-2", "update_rtol": "1e-1", "why": "bf16 parameters"}
-    if amp != "none":
-        return {"rtol": "2e-2", "atol": "2e-2", "update_rtol": "1e-1", "why": f"{amp} autocast"}
-    if workflow == "compile":
+        return Tolerance("2e-2", "2e-2", "1e-1", "bf16 parameters")
+    if precision:
+        return Tolerance("2e-2", "2e-2", "1e-1", f"{precision.name} arithmetic")
+    if wf.compiles:
         # Measured on an H200 (torch 2.11, TF32 on): 7e-4 on outputs, 3e-3 on parameters after
         # 9 Adam steps, whose normalised update turns rounding-level gradient differences into
         # parameter differences of up to the learning rate per step.
-        return {"rtol": "1e-2", "atol": "1e-2", "update_rtol": "1e-1",
-                "why": "inductor fuses and reorders: not the eager kernels, so rounding differs"}
-    return {"rtol": "1e-4", "atol": "1e-4", "update_rtol": "1e-3",
-            "why": "graph replay runs the same kernels as eager: differences are rounding at most"}
+        return Tolerance("1e-2", "1e-2", "1e-1", "inductor fuses and reorders: not the eager kernels, so rounding differs")
+    return Tolerance("1e-4", "1e-4", "1e-3", "graph replay runs the same kernels as eager: differences are rounding at most")

@@ -15,11 +15,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cgkit import recipes
+from cgkit.bundle import bundle_root
 from cgkit.errors import CgkitError
+from cgkit.report import RecipeReport
 
 PASSED, FAILED = "passed", "failed"
 _RECIPE_TAG = re.compile(r"^# cgkit-recipe: (.*)$", re.MULTILINE)
@@ -45,7 +48,7 @@ class Located:
 @dataclass
 class SmokeResult:
     path: Path
-    report: dict | None
+    report: RecipeReport | None
     returncode: int
     output_tail: str = ""
     diagnoses: list = field(default_factory=list)
@@ -53,14 +56,16 @@ class SmokeResult:
 
     @property
     def verdict(self) -> str:
-        if self.report is None:
-            return FAILED
-        if self.report.get("workflow") == "profile":
-            return PASSED if self.report.get("error") is None else FAILED
-        return PASSED if self.report.get("captured") and self.report.get("correct") else FAILED
+        return PASSED if self.report is not None and self.report.passed else FAILED
+
+    @property
+    def usage_error(self) -> bool:
+        """The recipe stopped on something the user must change (an option, a factory): exit 2."""
+        return bool(self.report and self.report.usage_error)
 
     def as_dict(self) -> dict:
-        data = dict(self.report or {"error": "the recipe printed no report", "output_tail": self.output_tail})
+        data = (self.report.as_json() if self.report is not None
+                else {"error": "the recipe printed no report", "output_tail": self.output_tail})
         data["verdict"] = self.verdict
         data["returncode"] = self.returncode
         if self.diagnoses:
@@ -97,7 +102,8 @@ def require_gpu(python: str = sys.executable) -> str:
         raise NoGPU(f"could not start {python} to look for a GPU: {exc}") from None
     if done.returncode != 0:
         if "No module named 'torch'" in done.stderr:
-            raise NoGPU(f"torch is not installed for {python}; cgkit smoke runs recipes on a CUDA GPU")
+            raise NoGPU(f"torch is not installed for {python}; cgkit smoke runs recipes on a CUDA GPU "
+                        '(install it with pip install -e ".[torch]" in a cgkit checkout, or from pytorch.org)')
         raise NoGPU(f"importing torch failed: {done.stderr.strip().splitlines()[-1:]}")
     available, version = json.loads(done.stdout.strip().splitlines()[-1])
     if not available:
@@ -139,14 +145,14 @@ def run_recipe(path: Path, timeout: float = 900, nproc: int | None = None, pytho
         os.killpg(child.pid, signal.SIGKILL)
         stdout, stderr = child.communicate()
         result = SmokeResult(path, None, 124, _tail(stdout + stderr))
-        result.report = {"workflow": recipe_tags(path).get("workflow"), "captured": False, "correct": False,
-                         "error": f"timed out after {timeout:g} s"}
+        result.report = RecipeReport(workflow=recipe_tags(path).get("workflow"), captured=False, correct=False,
+                                     error=f"timed out after {timeout:g} s")
         return result
     report = find_report(stdout)
     result = SmokeResult(path, report, child.returncode, _tail(stdout + stderr))
     if result.verdict == FAILED:
         result.diagnoses = explain_failure(report, result.output_tail)
-        if locate and report is not None and report.get("workflow") != "profile":
+        if locate and report is not None and report.workflow != "profile" and not report.usage_error:
             result.located = locate_failure(path, python=python)
     return result
 
@@ -199,8 +205,8 @@ def locate_failure(path: Path, python: str = sys.executable, timeout: float = TR
     return Located(findings=data.get("findings", []), error="; ".join(errors) or None)
 
 
-def find_report(stdout: str) -> dict | None:
-    """The last stdout line that is a JSON object with a ``workflow`` key."""
+def find_report(stdout: str) -> RecipeReport | None:
+    """The last stdout line that is a JSON object with a ``workflow`` key, read as a report."""
     for line in reversed(stdout.splitlines()):
         line = line.strip()
         if line.startswith("{"):
@@ -209,15 +215,21 @@ def find_report(stdout: str) -> dict | None:
             except ValueError:
                 continue
             if isinstance(data, dict) and "workflow" in data:
-                return data
+                try:
+                    return RecipeReport.from_json(data)
+                except ValueError:
+                    continue
     return None
 
 
-def explain_failure(report: dict | None, output_tail: str) -> list:
+def explain_failure(report: RecipeReport | None, output_tail: str) -> list:
     """Cause and fix for a failed run, from the same knowledge base as ``cgkit explain``."""
     from cgkit import explain
 
-    text = "\n".join(filter(None, [(report or {}).get("error"), (report or {}).get("traceback"), output_tail]))
+    if report is not None and report.usage_error:
+        return []  # the error says what to change; no capture problem to diagnose
+    parts = [report.error, report.traceback] if report is not None else []
+    text = "\n".join(filter(None, [*parts, output_tail]))
     return explain.diagnose(text) if text else []
 
 
@@ -242,20 +254,20 @@ class Comparison:
         """The eager time measured by the manual recipe (each recipe times eager in its own process)."""
         for name in ("manual", *self.results):
             report = self.results[name].report if name in self.results else None
-            if report and report.get("eager_ms"):
-                return report["eager_ms"]
+            if report and report.eager_ms:
+                return report.eager_ms
         return None
 
     @property
     def passing(self) -> dict[str, float]:
         """ms per step of each approach that captured and matched eager."""
-        return {name: r.report["graphed_ms"] for name, r in self.results.items()
-                if r.verdict == PASSED and r.report.get("graphed_ms")}
+        return {name: r.report.graphed_ms for name, r in self.results.items()
+                if r.verdict == PASSED and r.report.graphed_ms}
 
     @property
     def recommended(self) -> str | None:
         """The fastest approach that captured, matched eager and beat eager's time."""
-        faster = {name: ms for name, ms in self.passing.items() if (self.results[name].report.get("speedup") or 0) > 1}
+        faster = {name: ms for name, ms in self.passing.items() if (self.results[name].report.speedup or 0) > 1}
         return min(faster, key=faster.get) if faster else None
 
     @property
@@ -290,75 +302,86 @@ def approaches(model: str | None, inputs: str | None, mode: str | None, **given)
 
 
 def compare(model: str | None = None, inputs: str | None = None, mode: str | None = None, timeout: float = 900,
-            nproc: int | None = None, **other_options) -> Comparison:
+            nproc: int | None = None, progress=None, **other_options) -> Comparison:
     """Run compile, callables and manual on the same step, one after another.
 
     The scaffold options (``--loss``, ``--optimizer``, ``--amp``, ``--buckets``, ``--layers``, ...) go to
     every approach that takes them, so the comparison runs the user's step; an option no compared
-    approach takes is a usage error."""
+    approach takes is a usage error. ``progress(message)``, when given, hears what runs now and how
+    far along the comparison is (each approach takes up to a minute)."""
     if nproc or other_options.get("ddp"):
         raise CgkitError("--compare runs one process per approach: it takes no --nproc or --ddp")
     runs = approaches(model, inputs, mode, **other_options)
+    tell = progress or (lambda message: None)
     require_gpu()
     with tempfile.TemporaryDirectory(prefix="cgkit-compare-") as folder:
-        comparison = Comparison({name: run_workflow(opts, timeout=timeout, folder=Path(folder), locate=False)
-                                 for name, opts in runs.items()},
-                                options={name: [recipes.option_flag(k) for k in opts.given()]
-                                         for name, opts in runs.items()})
+        results = {}
+        for number, (name, opts) in enumerate(runs.items(), start=1):
+            tell(f"[{number}/{len(runs)}] running {name} ({opts.mode})...")
+            started = time.monotonic()
+            results[name] = run_workflow(opts, timeout=timeout, folder=Path(folder), locate=False)
+            tell(f"[{number}/{len(runs)}] {name}: {results[name].verdict} in {time.monotonic() - started:.0f} s")
+        comparison = Comparison(results, options={name: [recipes.option_flag(k) for k in opts.given()]
+                                                  for name, opts in runs.items()})
         failed = [name for name, r in comparison.results.items() if r.verdict == FAILED and r.report is not None]
         if failed:  # one trace covers them all: the same model, inputs and mode
             first = "manual" if "manual" in failed else failed[0]
+            tell(f"tracing the step that {first} failed on, to find the line...")
             comparison.located = locate_failure(comparison.results[first].path)
         if not comparison.passing and comparison.located and comparison.located.findings:
+            tell("profiling the eager step: how much a graph could gain...")
             profile = recipes.ScaffoldOptions(workflow="profile", mode=mode or "inference", model=model, inputs=inputs)
-            report = run_workflow(profile, timeout=timeout, folder=Path(folder), locate=False).report or {}
-            comparison.speedup_bound = report.get("speedup_bound")
+            report = run_workflow(profile, timeout=timeout, folder=Path(folder), locate=False).report
+            comparison.speedup_bound = report.speedup_bound if report else None
     return comparison
 
 
 def format_result(result: SmokeResult) -> str:
     """A short readable summary of one run."""
-    r = result.report or {}
-    head = f"cgkit smoke: {r.get('workflow', '?')} ({r.get('mode', '?')}) - {result.path.name}"
-    if r.get("gpu"):
-        head += f" on {r['gpu']}, torch {r.get('torch')}"
+    r = result.report or RecipeReport()
+    head = f"cgkit smoke: {r.workflow or '?'} ({r.mode or '?'}) - {result.path.name}"
+    if r.gpu:
+        head += f" on {r.gpu}, torch {r.torch}"
     rows = [head]
 
     def row(label, value):
         rows.append(f"  {label:<16}{value}")
 
-    if r.get("workflow") == "profile":
+    if r.workflow == "profile":
         for key in ("kernels_per_step", "kernel_floor_ms", "eager_ms", "gpu_idle_fraction", "speedup_bound", "advice"):
-            if r.get(key) is not None:
-                row(key.replace("_", " "), r[key])
+            if getattr(r, key) is not None:
+                row(key.replace("_", " "), getattr(r, key))
     else:
-        row("captured", _yes(r.get("captured")))
-        if r.get("captured"):
-            row("correct", f"{_yes(r.get('correct'))}  (max |diff| {r.get('max_abs_diff')}, "
-                           f"{r.get('replays_checked')} replays checked)")
-        if r.get("graphed_ms"):
-            row("eager", f"{r['eager_ms']:.4f} ms/step")
-            floor = r.get("kernel_floor_ms")
-            pace = f"{r['speedup']}x faster" if r["speedup"] >= 1 else f"{r['speedup']}x eager's speed: SLOWER"
-            row("graphed", f"{r['graphed_ms']:.4f} ms/step  ({pace}"
-                           + (f"; {r.get('graphed_over_floor')}x the kernel-time floor of {floor:.4f} ms)" if floor else ")"))
-            if r.get("replay_only_ms"):
-                row("replay only", f"{r['replay_only_ms']:.4f} ms/step  (the graph without copies in or out)")
-            if r.get("graphed_kernel_ms") and floor:
-                row("graph kernels", f"{r['graphed_kernel_ms']:.4f} ms/step of GPU time (eager's kernels: {floor:.4f} ms)")
+        row("captured", _yes(r.captured))
+        if r.captured:
+            row("correct", f"{_yes(r.correct)}  (max |diff| {r.max_abs_diff}, {r.replays_checked} replays checked)")
+        for mismatch in (r.mismatches or [])[:3]:
+            row("differs", mismatch)
+        if r.graphed_ms:
+            row("eager", f"{r.eager_ms:.4f} ms/step")
+            floor = r.kernel_floor_ms
+            pace = f"{r.speedup}x faster" if r.speedup >= 1 else f"{r.speedup}x eager's speed: SLOWER"
+            row("graphed", f"{r.graphed_ms:.4f} ms/step  ({pace}"
+                           + (f"; {r.graphed_over_floor}x the kernel-time floor of {floor:.4f} ms)" if floor else ")"))
+            if r.replay_only_ms:
+                row("replay only", f"{r.replay_only_ms:.4f} ms/step  (the graph without copies in or out)")
+            if r.graphed_kernel_ms and floor:
+                row("graph kernels", f"{r.graphed_kernel_ms:.4f} ms/step of GPU time (eager's kernels: {floor:.4f} ms)")
             note = slowdown_note(r)
             if note:
                 row("why slower", note)
-            row("graph memory", f"{r.get('graph_memory_mb')} MB")
-            row("graph launches", f"{r.get('graph_launches_per_step')} per step")
-        if r.get("cudagraph_skips") is not None:
-            row("cudagraph skips", f"{r['cudagraph_skips']}" + "".join(f"\n{'':18}{x}" for x in r.get("cudagraph_skip_reasons", [])))
-        if r.get("ranks_agree") is not None:
-            row("ranks agree", f"{_yes(r['ranks_agree'])} (world size {r.get('world_size')})")
-    if r.get("error") or result.report is None:
-        row("error", r.get("error") or "the recipe printed no report")
-        if r.get("stage"):
-            row("failed while", r["stage"])
+            row("graph memory", f"{r.graph_memory_mb} MB")
+            row("graph launches", f"{r.graph_launches_per_step} per step")
+        if r.cudagraph_skips is not None:
+            row("cudagraph skips", f"{r.cudagraph_skips}" + "".join(f"\n{'':18}{x}" for x in r.cudagraph_skip_reasons or []))
+        if r.ranks_agree is not None:
+            row("ranks agree", f"{_yes(r.ranks_agree)} (world size {r.world_size})")
+    if r.loss:
+        row("loss", r.loss)
+    if r.error or result.report is None:
+        row("usage error" if r.usage_error else "error", r.error or "the recipe printed no report")
+        if r.stage and not r.usage_error:
+            row("failed while", r.stage)
         located = result.located.findings if result.located else []
         for d in result.diagnoses[:1]:
             row("cause", d.cause)
@@ -374,12 +397,23 @@ def format_result(result: SmokeResult) -> str:
 
 
 SLOW_KERNELS_FACTOR = 1.5  # graph kernels this much above eager's: the graph runs other, slower kernels
-SLOWER_THAN_EAGER_DOC = "references/api-pytorch.md#when-the-graphed-step-is-slower-than-eager"
+SLOWER_THAN_EAGER_SECTION = ("references/api-pytorch.md", "when-the-graphed-step-is-slower-than-eager")
 
 
-def slowdown_note(report: dict) -> str | None:
+def _bundle_reference(relative: str, anchor: str) -> str:
+    """A reference as an absolute path into the installed bundle (a pip user has no checkout)."""
+    try:
+        return f"{bundle_root() / relative}#{anchor}"
+    except FileNotFoundError:
+        return f"{relative}#{anchor}"
+
+
+SLOWER_THAN_EAGER_DOC = _bundle_reference(*SLOWER_THAN_EAGER_SECTION)
+
+
+def slowdown_note(report: RecipeReport) -> str | None:
     """Why a graphed step that captured is slower than eager, in one sentence; None when it is not."""
-    speedup, floor, graph_kernels = report.get("speedup"), report.get("kernel_floor_ms"), report.get("graphed_kernel_ms")
+    speedup, floor, graph_kernels = report.speedup, report.kernel_floor_ms, report.graphed_kernel_ms
     if not speedup or speedup >= 1:
         return None
     if floor and graph_kernels and graph_kernels > SLOW_KERNELS_FACTOR * floor:
@@ -395,15 +429,16 @@ def format_comparison(comparison: Comparison) -> str:
               f"{'memory MB':>10}")
     lines = [header, "-" * len(header)]
     for name, result in comparison.results.items():
-        r = result.report or {}
-        eager, ms = r.get("eager_ms"), r.get("graphed_ms")
+        r = result.report or RecipeReport()
+        eager, ms = r.eager_ms, r.graphed_ms
+        memory = "-" if r.graph_memory_mb is None else str(r.graph_memory_mb)
         lines.append(
-            f"{name:<10} {_yes(r.get('captured')):<9} {_yes(r.get('correct')):<8} "
+            f"{name:<10} {_yes(r.captured):<9} {_yes(r.correct):<8} "
             f"{(f'{eager:.4f}' if eager else '-'):>9} {(f'{ms:.4f}' if ms else '-'):>9} "
-            f"{(str(r.get('speedup')) + 'x') if r.get('speedup') else '-':>8} {str(r.get('graph_memory_mb', '-')):>10}"
+            f"{(str(r.speedup) + 'x') if r.speedup else '-':>8} {memory:>10}"
         )
         if result.verdict == FAILED:
-            lines.append(f"{'':10} {r.get('error') or 'no report'}")
+            lines.append(f"{'':10} {r.error or 'no report'}")
             cause = _first_located(comparison.located)
             if cause:
                 lines.append(f"{'':10} located: {cause}")

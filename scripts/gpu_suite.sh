@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU half of cgkit's checks, run on a CUDA machine from the repository root:
 #   scripts/gpu_suite.sh [STAGE...]      stages: tests recipes bench calls experiments check docs te multi
-#                                        trace tracecost located baseline facts ddp precision
+#                                        trace tracecost located baseline facts ddp precision structures
 #                                        (default: recipes bench)
 #   tests: every gpu-marked test but TE's, 8 at a time; te: after scripts/device_te_setup.sh;
 #   multi: the DDP recipes on all GPUs of a machine with 2 or more (nvidia-h200-x2).
@@ -43,6 +43,9 @@ for stage in "${@:-recipes bench}"; do
       precision)  # what compiled-region hazards do under reduce-overhead; manual-capture facts behind CG408/CG412/CG603
                python benchmarks/compile_hazards.py --device cuda --json "$OUT/compile-hazards.jsonl" > "$OUT/compile-hazards.txt" 2>&1 || status=1
                python benchmarks/capture_facts.py > "$OUT/capture-facts.jsonl" || status=1 ;;
+      structures)  # issue 13: real models' inputs and outputs through every capturing workflow
+               python -m pytest -q -m gpu tests/gpu/test_structures_gpu.py -n "${CGKIT_JOBS:-6}" -p no:cacheprovider 2>&1 \
+                 | tee "$OUT/pytest-structures.log" || status=1 ;;
       te)      PYTHONPATH=/tmp/site:$PYTHONPATH python -m pytest -q -m gpu tests/gpu/test_te_mcore_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/pytest-te.log" || status=1 ;;
       *) echo "unknown stage $s"; status=2 ;;
     esac

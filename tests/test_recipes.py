@@ -69,7 +69,8 @@ def _render(**kw):
 def test_manual_inference_follows_the_checklist():
     text = _render(workflow="manual")
     assert "torch.cuda.Stream()" in text and "warm_up(" in text  # side-stream warm-up
-    assert "static.copy_(new)" in text  # static inputs updated in place
+    assert "copy_batch(static_batch, batch_of(args, kwargs))" in text  # static inputs updated in place
+    assert "old.copy_(value)" in text
     assert "clone_outputs(static_outputs)" in text  # outputs cloned before the next replay
     assert "torch.cuda.graph(graph, stream=stream)" in text
 
@@ -252,10 +253,10 @@ def test_generated_script_imports_and_reports_no_gpu_from_another_folder(spec, t
     recipes.write(recipes.ScaffoldOptions(**spec), script)
     monkeypatch.chdir(tmp_path)
     result = smoke.run_recipe(script, timeout=300, needs_gpu=False)
-    if result.report and result.report.get("gpu"):
+    if result.report and result.report.gpu:
         pytest.skip("a GPU is present: the gpu tests run these scripts for real")
     assert result.report is not None, result.output_tail
-    assert result.report["error"].startswith("no CUDA device"), result.output_tail
+    assert result.report.error.startswith("no CUDA device"), result.output_tail
     assert result.returncode != 0  # 2 from python; torchrun turns a worker's 2 into 1
 
 

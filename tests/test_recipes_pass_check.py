@@ -21,7 +21,7 @@ SPECS = [
     {"workflow": "compile"},
     {"workflow": "compile", "mode": "training"},
     {"workflow": "profile"},
-    {"workflow": "te", "extra": {"fp8": "delayed"}},
+    {"workflow": "te", "fp8": "delayed"},
     {"workflow": "mcore-layer"},
     {"workflow": "mcore-full"},
 ]
@@ -42,8 +42,9 @@ def test_generated_recipe_has_no_capture_hazard(spec, tmp_path):
 def test_a_sync_added_to_the_captured_forward_is_found_with_its_chain(tmp_path):
     path = render_to(tmp_path, {"workflow": "manual"})
     text = path.read_text()
-    assert "    return model(*inputs)\n" in text
-    path.write_text(text.replace("    return model(*inputs)\n", "    inputs[0].sum().item()\n    return model(*inputs)\n", 1))
+    assert "    return call(model, batch)\n" in text
+    path.write_text(text.replace("    return call(model, batch)\n",
+                                 "    batch[0][0].sum().item()\n    return call(model, batch)\n", 1))
     findings = [f for f in check_paths([str(path)]).findings if f.code == "CG101"]
     assert len(findings) == 1
     assert findings[0].severity == "error"

@@ -81,7 +81,7 @@ def test_emit_flags_is_a_shell_snippet(opts, tmp_path):
     if shutil.which("bash"):
         done = subprocess.run(["bash", "-n", str(out)], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
-    assert emitted_flags(out.read_text()) == recipes.plan(opts)["mcore"]["flags"]
+    assert emitted_flags(out.read_text()) == list(recipes.plan(opts).mcore.flags)
 
 
 def emitted_flags(text):
@@ -98,7 +98,7 @@ def docstring_flags(text):
 
 @pytest.mark.parametrize("opts", FLAG_OUTPUTS, ids=_id)
 def test_script_and_emitted_flags_agree(opts):
-    script = recipes.render(recipes.options(opts.workflow, impl=opts.extra.get("impl")))
+    script = recipes.render(recipes.options(opts.workflow, impl=opts.impl))
     assert docstring_flags(script) == emitted_flags(recipes.render(opts))
 
 
@@ -335,7 +335,7 @@ MCORE_COMBINATIONS = [o for o in COMBINATIONS if o.workflow.startswith("mcore")]
 @pytest.mark.parametrize("opts", MCORE_COMBINATIONS, ids=_id)
 def test_generated_transformer_configs_construct(opts, megatron, tmp_path):
     module = load_script(recipes.render(opts), tmp_path)
-    impl = recipes.plan(opts)["mcore"]["impl"]
+    impl = recipes.plan(opts).mcore.impl
     for cuda_graph_impl in ("none", impl):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -366,11 +366,11 @@ def parse_megatron_flags(arguments, flags):
 def test_flags_pass_megatrons_parser_and_validation(opts, megatron):
     lines = emitted_flags(recipes.render(opts))
     args = parse_megatron_flags(megatron, [word for line in lines for word in shlex.split(line)])
-    mcore = recipes.plan(opts)["mcore"]
-    assert args.cuda_graph_impl == mcore["impl"]
-    assert args.cuda_graph_warmup_steps == mcore["warmup_steps"]
+    mcore = recipes.plan(opts).mcore
+    assert args.cuda_graph_impl == mcore.impl
+    assert args.cuda_graph_warmup_steps == mcore.warmup_steps
     assert args.te_rng_tracker is True and args.cuda_graph_modules == []
-    if mcore["impl"] == "full_iteration":
+    if mcore.impl == "full_iteration":
         assert args.check_for_nan_in_loss_and_grad is False
 
 

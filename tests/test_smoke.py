@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from cgkit import recipes, smoke
+from cgkit.report import RecipeReport
 
 PASSED_REPORT = {
     "workflow": "manual", "mode": "inference", "captured": True, "correct": True, "max_abs_diff": 0.0,
@@ -17,12 +18,13 @@ PASSED_REPORT = {
 
 
 def result(report, path="r.py", returncode=0):
-    return smoke.SmokeResult(Path(path), report, returncode)
+    return smoke.SmokeResult(Path(path), None if report is None else RecipeReport.from_json(report), returncode)
 
 
 def test_find_report_takes_the_last_json_object_with_a_workflow():
     stdout = "warming up\n{\"x\": 1}\n" + json.dumps(PASSED_REPORT) + "\nbye\n"
-    assert smoke.find_report(stdout) == PASSED_REPORT
+    assert smoke.find_report(stdout) == RecipeReport.from_json(PASSED_REPORT)
+    assert smoke.find_report(stdout).as_json() == {**PASSED_REPORT, "stage": None}
     assert smoke.find_report("no report here\n{broken json\n") is None
 
 
@@ -61,7 +63,7 @@ def test_failed_capture_is_explained_with_cause_and_fix():
     report = {**PASSED_REPORT, "captured": False, "correct": False, "stage": "capture",
               "error": "AcceleratorError: CUDA error: operation not permitted when stream is capturing"}
     res = result(report, returncode=1)
-    res.diagnoses = smoke.explain_failure(report, "")
+    res.diagnoses = smoke.explain_failure(res.report, "")
     assert res.diagnoses, "a known capture error must be recognised"
     text = smoke.format_result(res)
     assert "cause" in text and "fix" in text and "FAILED" in text
@@ -99,7 +101,7 @@ def test_a_graph_slower_than_eager_is_explained(graph_kernel_ms, cause):
     text = smoke.format_result(result(report))
     assert "0.67x eager's speed: SLOWER" in text and "faster" not in text
     assert cause in text and smoke.SLOWER_THAN_EAGER_DOC in text
-    assert smoke.slowdown_note(PASSED_REPORT) is None
+    assert smoke.slowdown_note(RecipeReport.from_json(PASSED_REPORT)) is None
 
 
 def test_no_torch_or_no_gpu_raises_nogpu(tmp_path):
@@ -144,7 +146,7 @@ def test_smoke_launches_torchrun_with_several_processes_and_reads_rank0(tmp_path
     recipe.write_text(FAKE_DDP_RECIPE)
     res = smoke.run_recipe(recipe, timeout=300, nproc=2, needs_gpu=False)
     assert res.returncode == 0, res.output_tail
-    assert res.report["world_size"] == 2 and res.report["sum"] == 3.0
+    assert res.report.world_size == 2 and res.report.unknown["sum"] == 3.0
     assert res.verdict == "passed"
 
 
@@ -174,7 +176,7 @@ def test_a_timeout_stops_the_recipe_and_says_so(tmp_path):
     recipe = tmp_path / "slow.py"
     recipe.write_text("# cgkit-recipe: workflow=manual mode=inference launcher=python\nimport time\ntime.sleep(60)\n")
     res = smoke.run_recipe(recipe, timeout=1, needs_gpu=False)
-    assert res.returncode == 124 and res.report["error"] == "timed out after 1 s"
+    assert res.returncode == 124 and res.report.error == "timed out after 1 s"
     assert res.verdict == "failed"
 
 
@@ -194,7 +196,7 @@ def test_a_failed_capture_is_located_by_trace(tmp_path, models_dir):
     report = {**PASSED_REPORT, "captured": False, "correct": False, "stage": "capture",
               "error": "AcceleratorError: CUDA error: operation failed due to a previous error during capture"}
     res = result(report, returncode=1)
-    res.diagnoses, res.located = smoke.explain_failure(report, ""), located
+    res.diagnoses, res.located = smoke.explain_failure(res.report, ""), located
     text = smoke.format_result(res)
     assert "located         " in text and "syncs_in_forward.py:14: CG101" in text
     assert "user:    if y.mean().item() > 0:" in text and "fix:     Keep the value as a 0-dim tensor" in text
