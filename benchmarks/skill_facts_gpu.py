@@ -82,9 +82,16 @@ def rng_new_seed_in_capture() -> dict:
     return {"captured": True}
 
 
+def _default_cuda_generator() -> torch.Generator:
+    """The current device's default CUDA generator. `torch.cuda.default_generators` stays an empty
+    tuple until CUDA is initialised, which a fact run in a fresh process has not done yet."""
+    torch.cuda.init()
+    return torch.cuda.default_generators[torch.cuda.current_device()]
+
+
 def rng_clone_state_in_capture() -> dict:
     """Expected: raises `Cannot call CUDAGeneratorImpl::clone_impl during CUDA graph capture`."""
-    gen = torch.cuda.default_generators[torch.cuda.current_device()]
+    gen = _default_cuda_generator()
     x = torch.zeros(16, device="cuda")
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
@@ -95,7 +102,7 @@ def rng_clone_state_in_capture() -> dict:
 
 def rng_graphsafe_in_capture() -> dict:
     """Expected: `graphsafe_get_state()` / `graphsafe_set_state()` work inside capture."""
-    gen = torch.cuda.default_generators[torch.cuda.current_device()]
+    gen = _default_cuda_generator()
     x = torch.zeros(16, device="cuda")
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):

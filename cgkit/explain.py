@@ -229,42 +229,61 @@ Each heading is `id: message`, the id being what `cgkit explain` prints.
 def render_troubleshooting() -> str:
     """The full text of references/troubleshooting.md."""
     parts = [_PREAMBLE]
-    parts += [f"{i}. {item}" for i, item in enumerate(CHECKLIST, 1)]
+    parts += [_wrap(f"{i}. {item}", "   ") for i, item in enumerate(CHECKLIST, 1)]
     parts.append("\n## Index\n")
+    parts.append('Each id starts its section\'s heading: `grep -n "^### ID:" references/troubleshooting.md`.\n')
     for group, title in GROUPS.items():
-        ids = ", ".join(
-            f"[{e.id}](#{github_anchor(section_heading(e))})" for e in ENTRIES if e.group == group
-        )
-        parts.append(f"- **{title}**: {ids}")
-    calls = ", ".join(f"[{r.id}](#{github_anchor(f'{r.id}: {r.title}')})" for r in LIBRARY_CALLS)
-    parts.append(f"- **Library calls that break capture**: {calls}")
+        parts.append(f"- **{title}**")
+        parts += [f"  - `{e.id}`: {e.title}" for e in ENTRIES if e.group == group]
+    parts.append("- **Library calls that break capture**")
+    parts += [f"  - `{r.id}`: {r.title}" for r in LIBRARY_CALLS]
     for group, title in GROUPS.items():
         parts.append(f"\n## {title}\n")
         for e in (e for e in ENTRIES if e.group == group):
             parts.append(f"### {section_heading(e)}\n")
-            parts.append(f"{e.title}\n")
-            parts.append(f"- **Cause**: {e.cause}")
-            parts.append(f"- **Fix**: {e.fix}")
-            parts.append(f"- **Seen in**: {e.seen}")
+            parts.append(f"{_wrap(e.title)}\n")
+            parts.append(_wrap(f"- **Cause**: {e.cause}"))
+            parts.append(_wrap(f"- **Fix**: {e.fix}"))
+            parts.append(_wrap(f"- **Seen in**: {e.seen}"))
             if e.changed:
-                parts.append(f"- **Changed**: {e.changed}")
+                parts.append(_wrap(f"- **Changed**: {e.changed}"))
             if e.see:
                 links = ", ".join(f"[{_link_text(s)}]({s})" for s in e.see)
-                parts.append(f"- **Read more**: {links}")
+                parts.append(_wrap(f"- **Read more**: {links}"))
             parts.append("- **Example**:\n")
             parts.append("```text")
-            parts.append(e.examples[0])
+            parts.append(e.examples[0])  # the message as printed, on one line, so grep finds it whole
             parts.append("```\n")
     parts.append(_LIBRARY_PREAMBLE)
     for record in LIBRARY_CALLS:
         parts.append(f"### {record.id}: {record.title}\n")
-        parts.append(f"- **Cause**: {record.cause}")
-        parts.append(f"- **Fix**: {record.fix}")
-        parts.append(f"- **Seen in**: {record.seen}")
+        parts.append(_wrap(f"- **Cause**: {record.cause}"))
+        parts.append(_wrap(f"- **Fix**: {record.fix}"))
+        parts.append(_wrap(f"- **Seen in**: {record.seen}"))
         if record.rule:
             parts.append(f"- **Rule**: {record.rule} (`cgkit rule {record.rule}`)")
         parts.append("")
     return "\n".join(parts).rstrip() + "\n"
+
+
+_WIDTH = 100
+# A continuation line must not start with what Markdown reads as a new block (a list item, a quote,
+# a heading, a table row): such a word stays at the end of the line before it.
+_BLOCK_START = re.compile(r"^(?:[-+*>|#=]|\d+[.)]$|```)")
+
+
+def _wrap(text: str, indent: str = "  ") -> str:
+    """One Markdown paragraph or list item, folded at spaces to about ``_WIDTH`` characters."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > _WIDTH and not _BLOCK_START.match(word):
+            lines.append(line)
+            line = indent + word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    return "\n".join(lines)
 
 
 _LIBRARY_PREAMBLE = """

@@ -350,7 +350,9 @@ ENTRIES: tuple[Entry, ...] = (
             "torch 2.10 removed this check (pytorch/pytorch#162505): reading the state and setting the "
             "same seed again are allowed during capture; only a different seed is refused (see "
             "`rng-seed-in-capture`). On torch 2.11 (H200) checkpointing with the default "
-            "`preserve_rng_state=True` captured and replayed (the CG410 measurement)."
+            "`preserve_rng_state=True` captured and replayed (the CG410 measurement), and so did "
+            "`torch.cuda.get_rng_state()` followed by `set_rng_state()` of that state, replays still drawing "
+            "new numbers (benchmarks/RESULTS.md)."
         ),
         rank=80,
     ),
@@ -369,7 +371,9 @@ ENTRIES: tuple[Entry, ...] = (
             "Seed before capturing. A captured graph advances the generator's offset on every "
             "replay, so replays draw fresh numbers without re-seeding."
         ),
-        seen="PyTorch C++ `CUDAGeneratorImpl::set_current_seed` (TORCH_CHECK), torch 2.10 and later (pytorch/pytorch#162505).",
+        seen="PyTorch C++ `CUDAGeneratorImpl::set_current_seed` (TORCH_CHECK), torch 2.10 and later "
+        "(pytorch/pytorch#162505). Measured on one H200, torch 2.11: `torch.cuda.manual_seed(2)` in a capture "
+        "after seeding with 1 raised this message; the same seed again captured.",
         examples=(
             "RuntimeError: CUDAGeneratorImpl::set_current_seed can be called during stream capture only if "
             "new seed is the same as the original seed.",
@@ -415,7 +419,8 @@ ENTRIES: tuple[Entry, ...] = (
             "Clone the state before capturing and switch to it inside the capture with "
             "`graphsafe_set_state(state)`; inside the capture, read the current state with `graphsafe_get_state()`."
         ),
-        seen="PyTorch C++ `CUDAGeneratorImpl::clone_impl` (`assertNotCapturing`); reported in pytorch/pytorch#170535.",
+        seen="PyTorch C++ `CUDAGeneratorImpl::clone_impl` (`assertNotCapturing`); reported in pytorch/pytorch#170535. "
+        "Measured on one H200, torch 2.11 (benchmarks/h200-2026-11-30-skill): the example below is that run's message.",
         examples=(
             "RuntimeError: Cannot call CUDAGeneratorImpl::clone_impl during CUDA graph capture. If you need this "
             "call to be captured, please file an issue. Current cudaStreamCaptureStatus: cudaStreamCaptureStatusActive",
@@ -1304,13 +1309,22 @@ LIBRARY_CALLS: tuple[LibraryCall, ...] = (
     LibraryCall(
         id="grad-scaler-step",
         where=("torch/amp/grad_scaler.py:GradScaler._maybe_opt_step", "torch/amp/grad_scaler.py:_maybe_opt_step"),
-        title="GradScaler.step() reads found-inf on the host before stepping the optimizer.",
-        cause="`GradScaler._maybe_opt_step` sums `found_inf.item()` over devices to decide whether to step.",
+        title="GradScaler.step() reads found-inf on the host before stepping a non-fused optimizer.",
+        cause=(
+            "`GradScaler._maybe_opt_step` sums `found_inf.item()` over devices to decide whether to step. "
+            "An optimizer built with `fused=True` (Adam, AdamW, SGD, Adagrad) handles the scale itself and "
+            "is stepped without it; `unscale_()` and `update()` stay on the device."
+        ),
         fix=(
             "Capture forward and backward only and call `scaler.step(optimizer)` / `scaler.update()` after the "
-            "replay (the `callables` workflow), or train in bf16, which needs no loss scaling."
+            "replay (the `callables` workflow), or train in bf16, which needs no loss scaling. A fused AdamW "
+            "took the whole fp16 step under capture in one measured case (benchmarks/RESULTS.md)."
         ),
-        seen="torch/amp/grad_scaler.py `_maybe_opt_step` (torch 2.11 and 2.13).",
+        seen=(
+            "torch/amp/grad_scaler.py `_maybe_opt_step` and `GradScaler.step` (torch 2.11 and 2.13). Measured "
+            "on one H200, torch 2.11: a GradScaler fp16 step with a capturable, non-fused AdamW failed capture; "
+            "with `fused=True` it captured and matched eager (one case, no inf step)."
+        ),
         rule="CG109",
     ),
     LibraryCall(
@@ -1327,7 +1341,9 @@ LIBRARY_CALLS: tuple[LibraryCall, ...] = (
             "constant factor and nothing is read. A cumulative average can be kept by hand outside the graph."
         ),
         seen="torch/nn/modules/batchnorm.py `_BatchNorm.forward` (torch 2.13; guarded for every torch the source "
-        "facts run on); found by `cgkit trace` on `nn.BatchNorm1d(8, momentum=None)` in training (CPU).",
+        "facts run on); found by `cgkit trace` on `nn.BatchNorm1d(8, momentum=None)` in training (CPU). "
+        "Measured on one H200, torch 2.11: that module in training failed capture (`operation failed due to a "
+        "previous error during capture`); with the default `momentum=0.1` it captured.",
     ),
     LibraryCall(
         id="pack-padded-sequence-lengths",

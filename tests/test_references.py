@@ -51,6 +51,27 @@ def test_troubleshooting_is_generated_from_the_explain_data():
     )
 
 
+def test_troubleshooting_lines_are_short_and_its_grep_hint_is_true():
+    """Prose is folded and the index has one entry per line; only the Example blocks keep a message
+    whole on one line (so grep finds it). Every id of the index starts a `### ID:` heading."""
+    from cgkit.knowledge import ENTRIES, LIBRARY_CALLS
+
+    text = (REFERENCES / "troubleshooting.md").read_text()
+    in_code, long_lines = False, []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and len(line) > 200:
+            long_lines.append(f"{number}: {len(line)} characters")
+    assert not long_lines, long_lines
+    assert '`grep -n "^### ID:" references/troubleshooting.md`' in text
+    heads = {line[4:].split(":", 1)[0] for line in text.splitlines() if line.startswith("### ")}
+    index = text.split("\n## Index\n", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^  - `([a-z0-9-]+)`: ", index, re.MULTILINE)
+    assert sorted(listed) == sorted([e.id for e in ENTRIES] + [r.id for r in LIBRARY_CALLS])
+    assert set(listed) <= heads
+
+
 @pytest.mark.parametrize("path", OWN_DOCS, ids=_ids)
 def test_headings_are_unique(path):
     seen = headings(path)

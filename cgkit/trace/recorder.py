@@ -703,7 +703,7 @@ class _DispatchMode(TorchDispatchMode):
 
 
 class _HostCalls:
-    """Wrap host functions for the time of a trace: syncs, queries, reseeding, Python's RNG.
+    """Wrap host functions for the time of a trace: syncs, queries, reseeding and the CUDA RNG state, Python's RNG.
 
     On a CPU the CUDA ones do nothing (there is no device to wait for); they are still reported.
     """
@@ -724,7 +724,8 @@ class _HostCalls:
         self._wrap(torch.random, "manual_seed", "CG408", "torch.manual_seed", seed=True)
         self._wrap(cuda, "manual_seed", "CG408", "torch.cuda.manual_seed", seed=True)
         self._wrap(cuda, "manual_seed_all", "CG408", "torch.cuda.manual_seed_all", seed=True)
-        self._wrap(cuda, "set_rng_state", "CG408", "torch.cuda.set_rng_state")
+        self._wrap(cuda, "get_rng_state", "CG413", "torch.cuda.get_rng_state")
+        self._wrap(cuda, "set_rng_state", "CG413", "torch.cuda.set_rng_state")
         self._wrap(cuda, "seed", "CG408", "torch.cuda.seed")
         for name in ("random", "uniform", "randint", "randrange", "gauss", "normalvariate", "choice",
                      "choices", "shuffle", "sample", "betavariate", "expovariate"):
@@ -747,7 +748,7 @@ class _HostCalls:
         if original is None:
             return
         rec = self.rec
-        is_cuda = code in ("CG104", "CG105", "CG305") or (what.startswith("torch.cuda") and code == "CG408")
+        is_cuda = code in ("CG104", "CG105", "CG305") or (what.startswith("torch.cuda") and code in ("CG408", "CG413"))
         does_nothing = rec.emulate and is_cuda
 
         def wrapper(*args, **kwargs):

@@ -1079,6 +1079,22 @@ def _flat_targets(targets):
 _CPU_RNG_STATE = frozenset(
     "torch.get_rng_state torch.set_rng_state torch.random.get_rng_state torch.random.set_rng_state".split()
 )
+# Reading the CUDA generator's state and putting a saved state back (CG413); every other name of
+# _RNG_STATE that is no CPU state and no host seed sets a seed (CG408).
+_CUDA_RNG_SAVE_RESTORE = frozenset(
+    """torch.cuda.get_rng_state torch.cuda.set_rng_state torch.cuda.get_rng_state_all
+    torch.cuda.set_rng_state_all torch.random.fork_rng torch.cuda.random.get_rng_state
+    torch.cuda.random.set_rng_state""".split()
+)
+_RNG_SEEDS = _RNG_STATE - _CUDA_RNG_SAVE_RESTORE - _CPU_RNG_STATE - frozenset(_HOST_SEEDS)
+_RNG_SINCE_210 = (
+    "Since torch 2.10 (pytorch/pytorch#162505) the CUDA generator allows, during capture, reading its "
+    "state and setting a state or seed equal to the one it has: only the offset changes, which is "
+    "what activation checkpointing does when it rewinds the generator. Measured on one H200, torch "
+    "2.11 (benchmarks/RESULTS.md): `torch.cuda.get_rng_state()` followed by `set_rng_state()` of that "
+    "state captured, and replays still drew new numbers; re-setting the seed the generator already "
+    "had captured; `graphsafe_get_state()`/`graphsafe_set_state()` captured."
+)
 
 
 @RULES.rule(
@@ -1086,17 +1102,25 @@ _CPU_RNG_STATE = frozenset(
         code="CG408",
         name="rng-state-in-region",
         category="rng",
-        message="`{what}` reads or reseeds the RNG state during capture; capture fails here",
-        compile_message="`{what}` reads or reseeds the RNG state inside a compiled region: graph break here",
-        fix="Seed before capture. To save and restore generator state around graphs use "
-        "`Generator.graphsafe_get_state()` / `graphsafe_set_state()`.",
-        what="Checks for `torch.manual_seed`, `torch.cuda.manual_seed(_all)`, `torch.cuda.get_rng_state`, "
-        "`torch.cuda.set_rng_state` and `Generator.manual_seed/get_state/set_state` inside a captured "
-        "region. The CPU generator's `torch.get_rng_state()`/`set_rng_state()` are not reported: "
-        "captured CUDA work does not use that generator (activation checkpointing saves it by design).",
-        why="While a graph is captured, the CUDA generator hands out offsets that replays advance; "
-        "seeding or reading its state at that moment is refused. Even a CPU seed call inside the "
-        "region runs only once, so replays do not reseed.",
+        message="`{what}` changes the CUDA RNG state during capture: a new seed or `clone_state()` fails capture",
+        compile_message="`{what}` seeds or clones the RNG state inside a compiled region: graph break here",
+        fix="Seed before capture, and clone generator states before capture. Inside the capture, switch "
+        "states with `Generator.graphsafe_get_state()` / `graphsafe_set_state()`.",
+        what="Checks for `torch.manual_seed`, `torch.seed`, `torch.cuda.manual_seed(_all)`, "
+        "`torch.cuda.seed(_all)` and `Generator.manual_seed/seed/clone_state` inside a captured region. "
+        "Reading or restoring the CUDA state (`torch.cuda.get_rng_state`, `set_rng_state`, "
+        "`Generator.get_state/set_state`) is CG413. The CPU generator's `torch.get_rng_state()`/"
+        "`set_rng_state()` are not reported: captured CUDA work does not use that generator "
+        "(activation checkpointing saves it by design).",
+        why="While a graph is captured, the CUDA generator hands out offsets that replays advance. "
+        + _RNG_SINCE_210
+        + " A different seed is refused: `CUDAGeneratorImpl::set_current_seed can be called during "
+        "stream capture only if new seed is the same as the original seed.` (measured in the same run). "
+        "Cloning the state is refused too: `clone_state()` runs `CUDAGeneratorImpl::clone_impl`, "
+        "which asserts that no capture is underway; measured: `Cannot call CUDAGeneratorImpl::clone_impl "
+        "during CUDA graph capture. If you need this call to be captured, please file an issue.` "
+        "Before torch 2.10 every seed call and every read of the state raised. Even an accepted seed "
+        "call is host code that runs once, at capture: it does not reseed replays.",
         example=code("""
             import torch
 
@@ -1117,12 +1141,66 @@ _CPU_RNG_STATE = frozenset(
             g.replay()
         """),
     ),
-    Calls(quals=tuple(_RNG_STATE), methods=("manual_seed", "get_state", "set_state", "seed")),
+    Calls(quals=tuple(sorted(_RNG_SEEDS)), methods=("manual_seed", "seed", "clone_state")),
 )
 def rng_state_in_region(c, f):
     if c.qual is not None:
-        # The CPU generator's state: captured CUDA work never reads it, and reading it is a CPU copy.
-        if c.qual not in _HOST_SEEDS and c.qual not in _CPU_RNG_STATE:
+        if c.qual in _RNG_SEEDS:
+            yield found(c.node, c.stmt, what=c.qual)
+    elif type(c.recv) is tuple and c.recv[0] == "generator":
+        yield found(c.node, c.stmt, what=f"{text_of(c.node.func.value)}.{c.meth}()")
+
+
+@RULES.rule(
+    Rule(
+        code="CG413",
+        name="rng-state-save-restore",
+        category="rng",
+        message="`{what}` reads or restores the CUDA RNG state during capture: allowed since torch 2.10 "
+        "while the seed stays the same; older releases refuse it",
+        compile_message="`{what}` reads or restores the RNG state inside a compiled region: graph break here",
+        fix="On torch 2.10 and later nothing is needed when the state comes from the same generator "
+        "(same seed). For older releases, or to switch between generator states, read and restore "
+        "outside the capture, or use `Generator.graphsafe_get_state()` / `graphsafe_set_state()` inside it.",
+        manual="info",
+        what="Checks for `torch.cuda.get_rng_state(_all)`, `torch.cuda.set_rng_state(_all)`, "
+        "`torch.random.fork_rng` and `Generator.get_state/set_state` inside a captured region.",
+        why=_RNG_SINCE_210
+        + " Restoring a state saved under another seed is still refused (`set_current_seed can be "
+        "called during stream capture only if new seed is the same as the original seed`). Before "
+        "torch 2.10 both calls raised (`Cannot call CUDAGeneratorImpl::current_seed during CUDA graph "
+        "capture`, `Please ensure to utilize the CUDAGeneratorImpl::set_state_index method during "
+        "capturing`): reported as info, for code that must run on older releases. Under "
+        "`torch.compile`, Dynamo does not trace these functions (`trace_rules.py` lists "
+        "`torch.cuda.get_rng_state` and `set_rng_state` as skipped), so the frame breaks there.",
+        gpu_skip="measured on an H200 with torch 2.11 (2026-11-30, rng-get-state-in-capture): reading the "
+        "state and setting it back captures and replays; the rule is advice (info) for releases before 2.10",
+        example=code("""
+            import torch
+
+            x = torch.zeros(64, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                state = torch.cuda.get_rng_state()
+                torch.cuda.set_rng_state(state)
+                y = x + torch.rand(64, device="cuda")
+        """),
+        use_instead=code("""
+            import torch
+
+            x = torch.zeros(64, device="cuda")
+            state = torch.cuda.get_rng_state()  # saved before capture
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x + torch.rand(64, device="cuda")
+            g.replay()
+        """),
+    ),
+    Calls(quals=tuple(sorted(_CUDA_RNG_SAVE_RESTORE)), methods=("get_state", "set_state")),
+)
+def rng_state_save_restore(c, f):
+    if c.qual is not None:
+        if c.qual in _CUDA_RNG_SAVE_RESTORE:
             yield found(c.node, c.stmt, what=c.qual)
     elif type(c.recv) is tuple and c.recv[0] == "generator":
         yield found(c.node, c.stmt, what=f"{text_of(c.node.func.value)}.{c.meth}()")
