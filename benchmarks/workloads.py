@@ -77,3 +77,15 @@ def demo_w512_b32_model():
 
 def demo_w512_b32_inputs():
     return (torch.randn(32, 512),)
+
+
+# cgkit's demo (32 x (Linear(256) + GELU), batch 8) with cuBLASLt as the preferred BLAS library: the
+# choice under which Inductor's matmuls run eager's fast kernel (references/api-pytorch.md, "When the
+# graphed step is slower than eager"). A process-wide setting, so a workload of its own.
+def demo_cublaslt_model():
+    torch.backends.cuda.preferred_blas_library("cublaslt")
+    return _mlp(256, 32)
+
+
+def demo_cublaslt_inputs():
+    return (torch.randn(8, 256),)

@@ -229,6 +229,35 @@ def ddp_table(path: Path) -> list[str]:
     return out
 
 
+def speed_table(folder: Path) -> list[str]:
+    """benchmarks/bench_speed.py: every approach to a workload, one case at a time; a case measured again in a
+    later file (by name: speed-gpt2 after speed-gpt) replaces the earlier one. Peers (benchmarks/peer_anchors.py) from the same session."""
+    rows = {}
+    for part in sorted(folder.glob("speed-*.jsonl")):
+        for row in json_lines(part):
+            rows[(row["workload"], row["mode"], row["approach"])] = row
+    peers = load_anchors(folder / "peer-anchors.jsonl")
+    peer_methods = {"inference": (("peer: one torch.cuda.graph, bare replay", "manual_graph_ms"),
+                                  ("peer: compile reduce-overhead, bare call", "compile_reduce_overhead_ms")),
+                    "training": (("peer: whole-iteration graph", "full_iteration_graph_ms"),
+                                 ("peer: make_graphed_callables", "make_graphed_callables_ms"))}
+    out = ["| workload | mode | approach | verdict | eager ms | graphed ms | kernel floor ms | graphed / floor "
+           "| graph kernels ms | speedup | capture s |", "|" + "---|" * 11]
+    for (workload, mode, approach), row in rows.items():
+        r = RecipeReport.from_json({k: v for k, v in row.items() if k not in ("workload", "approach", "verdict")})
+        out.append(f"| {workload} | {mode} | {approach} | {row['verdict']} | {fmt(r.eager_ms)} | {fmt(r.graphed_ms)} "
+                   f"| {fmt(r.kernel_floor_ms)} | {fmt(r.graphed_over_floor, 3)} | {fmt(r.graphed_kernel_ms)} "
+                   f"| {fmt(r.speedup, 2)} | {fmt(r.capture_s, 1)} |")
+    measured = {workload for workload, _, _ in rows}
+    for (workload, mode), peer in sorted(peers.items()):
+        for label, key in peer_methods.get(mode, ()) if workload in measured else ():
+            if peer.get(key) and peer.get("kernel_floor_ms"):
+                out.append(f"| {workload} | {mode} | {label} | - | {fmt(peer.get('eager_ms'))} | {fmt(peer[key])} "
+                           f"| {fmt(peer['kernel_floor_ms'])} | {fmt(peer[key] / peer['kernel_floor_ms'], 3)} | - "
+                           f"| {fmt(peer['eager_ms'] / peer[key], 2)} | - |")
+    return out
+
+
 def structures_table(path: Path) -> list[str]:
     """tests/gpu/test_structures_gpu.py: real models' inputs and outputs through every capturing workflow."""
     out = ["| workflow | mode | model <- inputs factory | options | verdict | output values | speedup | graphed / floor "
@@ -256,6 +285,30 @@ def compile_hazards_table(path: Path) -> list[str]:
         out.append(f"| {r['case']} | {r['rule']} | {r['frames_compiled']} | {r['graph_breaks']} | "
                    f"{r['cudagraphs_recorded'] if r['cudagraphs_recorded'] is not None else ''} | "
                    f"{r['cudagraph_skips'] if r['cudagraph_skips'] is not None else ''} | {error} |")
+    return out
+
+
+def _compact(value) -> str:
+    """A measured value in a table cell: lists of rows as `key value` groups separated by `;`."""
+    if isinstance(value, list):
+        return "; ".join(_compact(v) for v in value)
+    if isinstance(value, dict):
+        return " ".join(f"{k} {_compact(v)}" for k, v in value.items())
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def skill_facts_table(path: Path) -> list[str]:
+    """benchmarks/skill_facts_gpu.py: one row per fact, its measured values and the error it raised."""
+    rows = json_lines(path)
+    out = [f"torch {rows[0]['torch']}, device {rows[0]['device']}.", "",
+           "| fact | ok | measured | error |", "|---|---|---|---|"]
+    for r in rows:
+        values = {k: v for k, v in r.items() if k not in ("fact", "ok", "error", "torch", "device")}
+        measured = ", ".join(f"{k} {_compact(v)}" for k, v in values.items())
+        error = (r.get("error") or "-").replace("|", "\\|")
+        out.append(f"| {r['fact']} | {'yes' if r['ok'] else 'no'} | {measured or '-'} | {error} |")
     return out
 
 
@@ -295,11 +348,21 @@ def session_sections(folder: Path) -> list[str]:
          "tests: speedups are lower bounds) over `tests/models/structures.py`: dict, dataclass and mapping-object "
          "outputs with nested tuples, lists and non-tensor values; keyword, (args, kwargs), token-id, mask and "
          "non-tensor inputs; bf16 parameters. The counting and argmax rows must fail, and say why."),
+        ("skill-facts.jsonl", skill_facts_table, "Facts the skill's references state, measured on one GPU",
+         "`benchmarks/skill_facts_gpu.py`: one row per fact (the first seven share one process, the others run in "
+         "a process each). ok: the code ran without raising; for some facts the error is the measurement (a call "
+         "refused during capture), and the script's docstrings say which. Values are copied as printed."),
         ("ddp-scaling.jsonl", ddp_table, "DDP recipes on one GPU and on two",
          "`benchmarks/ddp_scaling.py`: `cgkit smoke --workflow W --mode training --ddp --nproc N`, one run at a time, "
          "the machine to itself. samples/s = GPUs x batch / ms per step. The kernel floor under DDP includes the "
          "time NCCL's kernels wait for the other rank, so it differs between ranks and is not a floor there."),
     ]
+    if list(folder.glob("speed-*.jsonl")):
+        lines += ["", "## Every approach side by side: fused graphs, static I/O, the compiled optimizer step", "",
+                  "`benchmarks/bench_speed.py --workload W` (one case at a time, the machine to itself); "
+                  "`benchmarks/peer_anchors.py` right after, same session (peers time a bare replay or call: no "
+                  "copies in or out). The kernel floor is the summed GPU time of eager's kernels; graphed / floor "
+                  "below 1 is only possible with other (fused) kernels.", "", *speed_table(folder)]
     for name, table, title, text in sections:
         if (folder / name).exists():
             rows = table(folder / name)

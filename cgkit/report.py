@@ -72,6 +72,9 @@ class RecipeReport:
     mismatches: list | None = _field(
         "list", "Up to 10 output values that differed from eager: input number, path, and how. A value "
                 "that is not a tensor and differs was frozen at capture.", "inference recipes")
+    capture_s: float | None = _field(
+        "number", "Seconds to make the graph: warm-up (with compilation, for compile and --fuse) and capture.",
+        "every capturing recipe but Megatron-Core's")
     replay_only_ms: float | None = _field("number", "The graph alone, without the copies in and out.",
                                           "inference recipes")
     graph_launches_per_step: float | None = _field(

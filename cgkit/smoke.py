@@ -28,6 +28,9 @@ PASSED, FAILED = "passed", "failed"
 _RECIPE_TAG = re.compile(r"^# cgkit-recipe: (.*)$", re.MULTILINE)
 # The compared approaches, in the order of the table; the eager row is the manual recipe's eager time.
 COMPARED_WORKFLOWS = ("compile", "callables", "manual")
+# The compared approaches: a label, its workflow, and the options that make it that approach.
+COMPARED_APPROACHES = (("compile", "compile", {}), ("callables", "callables", {}), ("manual", "manual", {}),
+                       ("manual --fuse", "manual", {"fuse": True}))
 
 
 class NoGPU(CgkitError):
@@ -237,7 +240,8 @@ def run_workflow(opts: recipes.ScaffoldOptions, timeout: float = 900, nproc: int
                  folder: Path | None = None, locate: bool = True) -> SmokeResult:
     """Render a workflow to a file (in ``folder``, or a temporary one) and run it."""
     with tempfile.TemporaryDirectory(prefix="cgkit-smoke-") as tmp:
-        path = Path(folder or tmp) / f"{opts.workflow}_{opts.mode or 'default'}.py"
+        flags = "".join(f"_{name}" for name in ("fuse", "static_io") if getattr(opts, name))
+        path = Path(folder or tmp) / f"{opts.workflow}{flags}_{opts.mode or 'default'}.py"
         recipes.write(opts, path, force=True)
         return run_recipe(path, timeout=timeout, nproc=nproc, locate=locate)
 
@@ -293,11 +297,13 @@ def approaches(model: str | None, inputs: str | None, mode: str | None, **given)
         raise CgkitError(f"--compare runs {', '.join(COMPARED_WORKFLOWS)}: none takes "
                          f"{', '.join(recipes.option_flag(k) for k in unused)}")
     runs = {}
-    for name in COMPARED_WORKFLOWS:
+    for label, name, fixed in COMPARED_APPROACHES:
         takes = recipes.workflow(name).options
-        runs[name] = recipes.options(name, mode=mode or "inference", model=model, inputs=inputs,
-                                     **{k: v for k, v in given.items() if k in takes})
-        recipes.plan(runs[name])  # bad options fail before anything runs
+        if fixed.get("fuse") and given.get("buckets"):
+            continue  # --fuse captures one compiled step, not one per bucket
+        runs[label] = recipes.options(name, mode=mode or "inference", model=model, inputs=inputs,
+                                      **{k: v for k, v in given.items() if k in takes}, **fixed)
+        recipes.plan(runs[label])  # bad options fail before anything runs
     return runs
 
 
@@ -369,7 +375,7 @@ def format_result(result: SmokeResult) -> str:
                 row("graph kernels", f"{r.graphed_kernel_ms:.4f} ms/step of GPU time (eager's kernels: {floor:.4f} ms)")
             note = slowdown_note(r)
             if note:
-                row("why slower", note)
+                row("why slower" if r.speedup < 1 else "held back", note)
             row("graph memory", f"{r.graph_memory_mb} MB")
             row("graph launches", f"{r.graph_launches_per_step} per step")
         if r.cudagraph_skips is not None:
@@ -412,20 +418,24 @@ SLOWER_THAN_EAGER_DOC = _bundle_reference(*SLOWER_THAN_EAGER_SECTION)
 
 
 def slowdown_note(report: RecipeReport) -> str | None:
-    """Why a graphed step that captured is slower than eager, in one sentence; None when it is not."""
+    """Why a graphed step is slower than eager, or held back by slower kernels than eager's, in one
+    sentence; None when neither."""
     speedup, floor, graph_kernels = report.speedup, report.kernel_floor_ms, report.graphed_kernel_ms
-    if not speedup or speedup >= 1:
+    if not speedup:
         return None
     if floor and graph_kernels and graph_kernels > SLOW_KERNELS_FACTOR * floor:
         return (f"the graph's kernels take {graph_kernels / floor:.1f}x the GPU time of eager's: it runs other, "
-                "slower kernels (torch.compile picks its own), which no launch saving makes up for. "
-                f"See {SLOWER_THAN_EAGER_DOC}")
+                "slower kernels (torch.compile and --fuse let Inductor pick its own). With fp32 matmuls that is "
+                'usually the BLAS choice: try torch.backends.cuda.preferred_blas_library("cublaslt") (on the demo '
+                f"it took a fused graph from 1.036 to 0.138 ms). See {SLOWER_THAN_EAGER_DOC}")
+    if speedup >= 1:
+        return None
     return ("the step is not launch-bound (its kernels keep the GPU busy), so the graph's copies cost more "
             f"than the launches it saves; check with `cgkit smoke --workflow profile`. See {SLOWER_THAN_EAGER_DOC}")
 
 
 def format_comparison(comparison: Comparison) -> str:
-    header = (f"{'approach':<10} {'captured':<9} {'correct':<8} {'eager ms':>9} {'ms/step':>9} {'speedup':>8} "
+    header = (f"{'approach':<13} {'captured':<9} {'correct':<8} {'eager ms':>9} {'ms/step':>9} {'speedup':>8} "
               f"{'memory MB':>10}")
     lines = [header, "-" * len(header)]
     for name, result in comparison.results.items():
@@ -433,15 +443,15 @@ def format_comparison(comparison: Comparison) -> str:
         eager, ms = r.eager_ms, r.graphed_ms
         memory = "-" if r.graph_memory_mb is None else str(r.graph_memory_mb)
         lines.append(
-            f"{name:<10} {_yes(r.captured):<9} {_yes(r.correct):<8} "
+            f"{name:<13} {_yes(r.captured):<9} {_yes(r.correct):<8} "
             f"{(f'{eager:.4f}' if eager else '-'):>9} {(f'{ms:.4f}' if ms else '-'):>9} "
             f"{(str(r.speedup) + 'x') if r.speedup else '-':>8} {memory:>10}"
         )
         if result.verdict == FAILED:
-            lines.append(f"{'':10} {r.error or 'no report'}")
+            lines.append(f"{'':13} {r.error or 'no report'}")
             cause = _first_located(comparison.located)
             if cause:
-                lines.append(f"{'':10} located: {cause}")
+                lines.append(f"{'':13} located: {cause}")
     # Each recipe runs in its own process, and eager time moves between processes: a speedup is
     # graphed over the eager step timed in the same process.
     lines.append("(eager ms and speedup: each approach against eager timed in its own process)")

@@ -104,6 +104,16 @@ def test_a_graph_slower_than_eager_is_explained(graph_kernel_ms, cause):
     assert smoke.slowdown_note(RecipeReport.from_json(PASSED_REPORT)) is None
 
 
+def test_a_faster_graph_held_back_by_slower_kernels_names_the_blas_choice():
+    """The demo under --fuse (H200): 1.10x eager, but its kernels 8x eager's (the default BLAS choice)."""
+    report = {**PASSED_REPORT, "eager_ms": 1.14, "graphed_ms": 1.036, "speedup": 1.1, "kernel_floor_ms": 0.122,
+              "graphed_kernel_ms": 0.98}
+    text = smoke.format_result(result(report))
+    assert "held back" in text and 'preferred_blas_library("cublaslt")' in text
+    fine = {**report, "graphed_kernel_ms": 0.13}
+    assert smoke.slowdown_note(RecipeReport.from_json(fine)) is None
+
+
 def test_no_torch_or_no_gpu_raises_nogpu(tmp_path):
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n")
@@ -167,9 +177,11 @@ def test_compare_passes_the_users_options_to_the_approaches_that_take_them():
     runs = smoke.approaches(None, None, "training", loss=None, optimizer="adamw", amp="bf16", layers="model.layers")
     assert {name: (o.optimizer, o.amp, o.layers) for name, o in runs.items()} == {
         "compile": ("adamw", "bf16", None), "callables": ("adamw", "bf16", "model.layers"),
-        "manual": ("adamw", "bf16", None)}
+        "manual": ("adamw", "bf16", None), "manual --fuse": ("adamw", "bf16", None)}
+    assert runs["manual --fuse"].fuse and not runs["manual"].fuse
     served = smoke.approaches(None, None, "inference", buckets="1,2,4")
     assert served["manual"].buckets == "1,2,4" and served["compile"].buckets is None
+    assert "manual --fuse" not in served  # one fused capture, not one per bucket
 
 
 def test_a_timeout_stops_the_recipe_and_says_so(tmp_path):

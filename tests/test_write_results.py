@@ -59,3 +59,51 @@ def test_a_multi_line_error_stays_in_one_table_row(tmp_path):
     reports.write_text(json.dumps({"args": ["--workflow", "manual"],
                                    "report": {"verdict": "failed", "error": "CUDA error\nSearch for it"}}) + "\n")
     assert write_results.cases_table([reports])[2].endswith("| CUDA error Search for it |")
+
+
+def test_skill_facts_get_one_row_each_with_values_and_error(tmp_path):
+    facts = tmp_path / "skill-facts.jsonl"
+    rows = [{"fact": "shape", "ok": True, "rows": [{"batch": 16, "reserved_mb": 96.0}, {"batch": 32, "reserved_mb": 98.0}],
+             "skips": 0, "torch": "2.11.0+cu130", "device": "NVIDIA H200"},
+            {"fact": "seed", "ok": False, "error": "RuntimeError: a | b", "torch": "2.11.0+cu130", "device": "NVIDIA H200"}]
+    facts.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    table = write_results.skill_facts_table(facts)
+    assert table[0] == "torch 2.11.0+cu130, device NVIDIA H200."
+    assert table[4] == "| shape | yes | rows batch 16 reserved_mb 96.0; batch 32 reserved_mb 98.0, skips 0 | - |"
+    assert table[5] == "| seed | no | - | RuntimeError: a \\| b |"
+
+
+def test_speed_table_keeps_the_rerun_and_sets_peers_beside_the_approaches(tmp_path):
+    def row(approach, verdict, graphed_ms):
+        return {"workload": "gpt", "approach": approach, "mode": "training", "verdict": verdict,
+                "graphed_ms": graphed_ms, "kernel_floor_ms": 1.7, "graphed_over_floor": graphed_ms and graphed_ms / 1.7}
+
+    (tmp_path / "speed-gpt.jsonl").write_text(json.dumps(row("manual --fuse", "failed", None)) + "\n")
+    (tmp_path / "speed-gpt2.jsonl").write_text(json.dumps(row("manual --fuse", "passed", 1.04)) + "\n")
+    (tmp_path / "peer-anchors.jsonl").write_text(json.dumps(
+        {"workload": "gpt", "phase": "training", "kernel_floor_ms": 1.9, "eager_ms": 13.4,
+         "full_iteration_graph_ms": 2.12}) + "\n" + json.dumps(
+        {"workload": "other", "phase": "training", "kernel_floor_ms": 1.0, "eager_ms": 2.0,
+         "full_iteration_graph_ms": 1.5}) + "\n")
+    table = write_results.speed_table(tmp_path)
+    fused = [line for line in table if "manual --fuse" in line]
+    assert len(fused) == 1 and "| passed |" in fused[0] and "1.0400" in fused[0]
+    peers = [line for line in table if "peer:" in line]
+    assert len(peers) == 1 and "| gpt |" in peers[0] and "2.1200" in peers[0]  # no peer rows for other workloads
+
+
+def test_bench_speed_renders_every_approach_for_both_workloads():
+    import sys
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    import bench_speed
+
+    from cgkit import recipes
+
+    for workload in ("demo", "gpt6x512_b1s64"):
+        labels = []
+        for label, opts in bench_speed.cases(workload, ["inference", "training"], None):
+            recipes.plan(opts)
+            labels.append((label, opts.mode))
+        assert ("manual --fuse", "training") in labels and ("compile --optimizer-step eager", "training") in labels
+        assert ("manual --fuse --static-io", "inference") in labels and len(labels) == 13
