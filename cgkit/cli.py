@@ -5,6 +5,7 @@ Each command is a thin layer over an importable module; nothing here imports tor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -389,7 +390,11 @@ def trace(script: str | None, script_args: tuple[str, ...], step: str | None, de
         else:
             options = TraceOptions(step=step, device=device, calls=calls, **values)
             validate(options)
-            result = trace_step(options)
+            # What the user's factories and model print must not break a machine-read report
+            # (nanoGPT's constructor prints its parameter count).
+            quiet = contextlib.redirect_stdout(sys.stderr) if fmt != "text" else contextlib.nullcontext()
+            with quiet:
+                result = trace_step(options)
     except StepFailed as exc:
         click.echo(f"cgkit trace: {exc}", err=True)
         sys.exit(2)

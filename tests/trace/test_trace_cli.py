@@ -103,3 +103,26 @@ def test_a_region_that_raises_keeps_its_findings_with_a_note(tmp_path):
     assert result.exit_code == 1, result.output
     assert "raises_in_region.py:5:" in result.output and "CG101" in result.output
     assert "note: the script stopped inside the capture region at line 4" in result.output
+
+
+def test_what_the_users_model_prints_stays_off_a_json_report(tmp_path):
+    """nanoGPT's constructor prints its parameter count: smoke, which reads trace's JSON to locate a
+    failed capture, found only that text (H200 run of benchmarks/real_models_smoke.py)."""
+    import subprocess
+    import sys
+
+    model = tmp_path / "chatty.py"
+    model.write_text(
+        "import torch\n\n"
+        "def build():\n"
+        "    print('number of parameters: 0.92M')\n"
+        "    return torch.nn.Linear(4, 4)\n\n"
+        "def batch():\n"
+        "    print('making a batch')\n"
+        "    return (torch.randn(2, 4),)\n"
+    )
+    done = subprocess.run([sys.executable, "-m", "cgkit", "trace", "--model", f"{model}:build", "--inputs",
+                           f"{model}:batch", "--device", "cpu", "--format", "json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["findings"] == []
+    assert "number of parameters" in done.stderr and "making a batch" in done.stderr
