@@ -51,13 +51,15 @@ def functions_of(module):
             yield FuncRef(module, node, cls, name)
 
 
-def seed_from_callers(fref: FuncRef, project: Project) -> None:
+def seed_from_callers(fref: FuncRef, project: Project, called_as: str | None = None) -> None:
     """Give ``fref``'s parameters the kinds its callers pass, before its facts are computed (the first
-    call site that gives a parameter a kind wins; nothing is assumed with no caller in view)."""
+    call site that gives a parameter a kind wins; nothing is assumed with no caller in view).
+    ``called_as``: the name callers use instead of the function's own (``self.step_fn = torch.compile(
+    self._step)`` is called as ``step_fn``)."""
     node = fref.node
     if type(node) is ast.Module or fref.key in project.facts_cache:
         return
-    name = fref.cls.name if fref.name == "__init__" and fref.cls is not None else fref.name
+    name = called_as or (fref.cls.name if fref.name == "__init__" and fref.cls is not None else fref.name)
     params = set(fref.positional_params) | {a.arg for a in node.args.kwonlyargs}
     for caller, call in call_sites(project, name, fref):
         kinds = argument_kinds(facts_of(project, caller), call, fref)

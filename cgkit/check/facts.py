@@ -351,6 +351,8 @@ class Facts:
                 # ``batch["x"].cuda()``, ``item.feats.to(device)``: data moved to the GPU (a module is
                 # moved through a name, and ``self.<sub>`` is resolved above when it is one).
                 return TENSOR
+            if recv is None and meth in ("cuda", "to") and any(kw.arg == "non_blocking" for kw in e.keywords):
+                return TENSOR  # ``t.cuda(non_blocking=True)``: Module.cuda takes no non_blocking; data does
         elif type(func) is ast.Call:
             inner_q = self.qual(func.func)
             if inner_q == "torch.compile":
@@ -575,6 +577,16 @@ def _h_assign(f: Facts, n) -> None:
             if type(target) in (ast.Tuple, ast.List) and len(target.elts) == len(kinds):
                 for elt, kind in zip(target.elts, kinds, strict=True):
                     f._store_target(elt, kind, n)
+            else:
+                f._store_target(target, None, n)
+        return
+    if type(value) in (ast.GeneratorExp, ast.ListComp) and any(type(t) in (ast.Tuple, ast.List) for t in n.targets):
+        # ``obs, act, rew = (t.cuda() for t in batch)``: each name gets the element's kind.
+        element = f.infer(value.elt)
+        for target in n.targets:
+            if type(target) in (ast.Tuple, ast.List):
+                for elt in target.elts:
+                    f._store_target(elt, element if is_tensor(element) else None, n)
             else:
                 f._store_target(target, None, n)
         return
@@ -881,7 +893,24 @@ def _returns_kind(fn, module: ModuleIndex, qual: str):
     ann = getattr(fn, "returns", None)
     if ann is not None and _is_tensor_annotation(ann):
         return TENSOR
+    returns = [n.value for n in ast.walk(fn) if type(n) is ast.Return and n.value is not None]
+    if returns and all(_makes_tensor(value) for value in returns):
+        return TENSOR  # ``return torch.cat([...])``: every return builds a tensor with a torch function
     return None
+
+
+# torch.<name> functions that build a tensor (an allow-list: torch has many that return dtypes,
+# devices, flags or modules).
+_TORCH_TENSOR_FUNCS = frozenset(
+    """tensor as_tensor from_numpy zeros ones empty full arange linspace logspace eye rand randn randint randperm
+    zeros_like ones_like empty_like full_like rand_like randn_like randint_like cat concat concatenate stack
+    where tril triu exp log sqrt matmul einsum outer cumsum clamp""".split()
+)
+
+
+def _makes_tensor(value) -> bool:
+    parts = dotted(value.func) if type(value) is ast.Call else None
+    return bool(parts) and len(parts) == 2 and parts[0] == "torch" and parts[1] in _TORCH_TENSOR_FUNCS
 
 
 def argument_kinds(facts, node: ast.Call, target: FuncRef) -> dict:

