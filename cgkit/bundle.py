@@ -33,3 +33,12 @@ def references_dir() -> Path:
 
 def skill_file() -> Path:
     return bundle_root() / "SKILL.md"
+
+
+def reference(relative: str) -> str:
+    """``references/...`` (with its ``#anchor``) as an absolute path into the installed bundle: a pip
+    user has no checkout, so the relative path would name nothing on their disk."""
+    try:
+        return str(bundle_root() / relative)
+    except FileNotFoundError:
+        return relative

@@ -56,12 +56,9 @@ def section_heading(entry: Entry) -> str:
 def troubleshooting_path() -> str:
     """The troubleshooting reference of this cgkit's installed bundle, as an absolute path (a pip
     user has no checkout: the relative ``references/...`` would name nothing on their disk)."""
-    from cgkit.bundle import bundle_root
+    from cgkit.bundle import reference
 
-    try:
-        return str(bundle_root() / TROUBLESHOOTING)
-    except FileNotFoundError:
-        return TROUBLESHOOTING
+    return reference(TROUBLESHOOTING)
 
 
 def reference(entry: Entry) -> str:

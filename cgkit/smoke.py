@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cgkit import recipes
-from cgkit.bundle import bundle_root
+from cgkit.bundle import reference
 from cgkit.errors import CgkitError
 from cgkit.report import RecipeReport
 
@@ -404,17 +404,7 @@ def format_result(result: SmokeResult) -> str:
 
 SLOW_KERNELS_FACTOR = 1.5  # graph kernels this much above eager's: the graph runs other, slower kernels
 SLOWER_THAN_EAGER_SECTION = ("references/api-pytorch.md", "when-the-graphed-step-is-slower-than-eager")
-
-
-def _bundle_reference(relative: str, anchor: str) -> str:
-    """A reference as an absolute path into the installed bundle (a pip user has no checkout)."""
-    try:
-        return f"{bundle_root() / relative}#{anchor}"
-    except FileNotFoundError:
-        return f"{relative}#{anchor}"
-
-
-SLOWER_THAN_EAGER_DOC = _bundle_reference(*SLOWER_THAN_EAGER_SECTION)
+SLOWER_THAN_EAGER_DOC = f"{reference(SLOWER_THAN_EAGER_SECTION[0])}#{SLOWER_THAN_EAGER_SECTION[1]}"
 
 
 def slowdown_note(report: RecipeReport) -> str | None:

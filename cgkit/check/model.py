@@ -41,12 +41,9 @@ RULES_DOC = "references/rules.md"  # in the skill bundle (`cgkit skill path`)
 def rules_doc_path() -> str:
     """The rule reference of this cgkit's installed bundle, as an absolute path (what a finding's
     ``url`` names: a pip user has no checkout where ``references/rules.md`` would be)."""
-    from cgkit.bundle import bundle_root
+    from cgkit.bundle import reference
 
-    try:
-        return str(bundle_root() / RULES_DOC)
-    except FileNotFoundError:
-        return RULES_DOC
+    return reference(RULES_DOC)
 
 
 def kind_class(kind: str) -> str:

@@ -1144,8 +1144,13 @@ _RNG_SINCE_210 = (
     Calls(quals=tuple(sorted(_RNG_SEEDS)), methods=("manual_seed", "seed", "clone_state")),
 )
 def rng_state_in_region(c, f):
+    yield from _rng_calls(c, _RNG_SEEDS)
+
+
+def _rng_calls(c, quals):
+    """A torch function of ``quals``, or the listened-to method of a CUDA generator."""
     if c.qual is not None:
-        if c.qual in _RNG_SEEDS:
+        if c.qual in quals:
             yield found(c.node, c.stmt, what=c.qual)
     elif type(c.recv) is tuple and c.recv[0] == "generator":
         yield found(c.node, c.stmt, what=f"{text_of(c.node.func.value)}.{c.meth}()")
@@ -1199,11 +1204,7 @@ def rng_state_in_region(c, f):
     Calls(quals=tuple(sorted(_CUDA_RNG_SAVE_RESTORE)), methods=("get_state", "set_state")),
 )
 def rng_state_save_restore(c, f):
-    if c.qual is not None:
-        if c.qual in _CUDA_RNG_SAVE_RESTORE:
-            yield found(c.node, c.stmt, what=c.qual)
-    elif type(c.recv) is tuple and c.recv[0] == "generator":
-        yield found(c.node, c.stmt, what=f"{text_of(c.node.func.value)}.{c.meth}()")
+    yield from _rng_calls(c, _CUDA_RNG_SAVE_RESTORE)
 
 
 @RULES.rule(
