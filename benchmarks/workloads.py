@@ -48,6 +48,18 @@ def gpt6x512_b1s64_inputs():
     return (torch.randn(1, 64, 512),)
 
 
+# The same transformer in full fp32 (TF32 off), the precision of issue 18's fuse probe
+# (shared/anchors/fuse_probe.py): its matmuls are slower than TF32's, so fusing the elementwise
+# work around them is a larger share of the step. A process-wide setting, so a workload of its own.
+def gpt6x512_b1s64_fp32_model():
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return nn.Sequential(*[Block(512, 8) for _ in range(6)])
+
+
+def gpt6x512_b1s64_fp32_inputs():
+    return gpt6x512_b1s64_inputs()
+
+
 def _mlp(width, depth):
     return nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(width, width), nn.GELU())])
 

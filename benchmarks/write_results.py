@@ -12,6 +12,7 @@ which need their own set-up); their tables name the file. Numbers are copied, ne
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -363,6 +364,13 @@ def session_sections(folder: Path) -> list[str]:
                   "`benchmarks/peer_anchors.py` right after, same session (peers time a bare replay or call: no "
                   "copies in or out). The kernel floor is the summed GPU time of eager's kernels; graphed / floor "
                   "below 1 is only possible with other (fused) kernels.", "", *speed_table(folder)]
+    te_reports = sorted(folder.glob("recipe-reports-te*.jsonl"))
+    if te_megatron_table(te_reports):
+        day = re.search(r"\d{4}-\d{2}-\d{2}", folder.resolve().name)
+        lines += ["", f"## Transformer Engine and Megatron-Core recipes, re-measured {day.group() if day else date}", "",
+                  "`scripts/device_te_setup.sh 0 ... 4 && scripts/gpu_suite.sh te`: one case at a time, the machine to "
+                  "itself, with today's harness (times first, profiles last). They replace the earlier rows, which "
+                  "profiled before timing.", "", *te_megatron_table(te_reports), "", *te_sweep_table(te_reports)]
     for name, table, title, text in sections:
         if (folder / name).exists():
             rows = table(folder / name)
