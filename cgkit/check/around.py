@@ -43,9 +43,13 @@ class Around:
     loops: list  # (first, last) lines of the loops around it in which the capture runs only once
     stores: dict  # names stored inside the span -> first store
     reads: dict  # names read inside the span before any store there -> first read
+    # The other branch of an ``if`` (in no loop) that holds the capture: it never runs after it.
+    exclusive: list = field(default_factory=list)
 
     def later(self, line: int) -> bool:
         """Runs after the capture: below it, or anywhere in a loop that replays what it captured once."""
+        if any(lo <= line <= hi for lo, hi in self.exclusive):
+            return False
         return line > self.re or any(lo <= line <= hi for lo, hi in self.loops)
 
     def rebound_later(self, store) -> bool:
@@ -75,7 +79,22 @@ def _compute_around(region, ctx) -> Around:
             store = stores.get(n.id)
             if store is None or store.node.lineno > n.lineno:
                 reads[n.id] = n
-    return Around(sf, start, end, region.stmt.lineno, region.stmt.end_lineno, replay_loops(region), stores, reads)
+    return Around(sf, start, end, region.stmt.lineno, region.stmt.end_lineno, replay_loops(region), stores, reads,
+                  _other_branches(region, sf))
+
+
+def _other_branches(region, sf) -> list[tuple[int, int]]:
+    """The lines of the ``if``/``else`` branches that exclude the capture's own (``if training: capture
+    A else: capture B``), for an ``if`` that no loop of the function repeats."""
+    out = []
+    line = region.stmt.lineno
+    for anc in getattr(region, "ancestors", None) or []:
+        if type(anc) is not ast.If or not anc.orelse or any(lp.lineno <= anc.lineno <= lp.end_lineno for lp in sf.loops):
+            continue
+        body, other = (anc.body, anc.orelse) if anc.body[0].lineno <= line <= anc.body[-1].end_lineno else (anc.orelse, anc.body)
+        if body[0].lineno <= line <= body[-1].end_lineno:
+            out.append((other[0].lineno, other[-1].end_lineno))
+    return out
 
 
 def replay_loops(region) -> list[tuple[int, int]]:
@@ -127,20 +146,74 @@ def compiled_names(region) -> list[str]:
 
 
 def _graph_stored_as(region, ctx, graph: str) -> set[str]:
-    """Where the capturing function keeps its graph: ``self.graphs[bs] = g`` -> ``self.graphs``."""
+    """Where the capturing function keeps its graph (``self.graphs[bs] = g`` -> ``self.graphs``)."""
+    return kept_in(region, ctx, graph)
+
+
+def kept_in(region, ctx, name: str) -> set[str]:
+    """The containers and attributes where the capturing function keeps ``name`` (its graph or an output):
+    ``self.graphs[bs] = g`` -> ``self.graphs``; or, for a function that returns it (``return g, out``),
+    where its callers keep it (``g, out = self.capture_one(bs)`` then ``self.graphs[bs] = g``)."""
     if region.scope is None:
         return set()
     facts = facts_of(ctx.project, region.scope)
+    out = _containers_of(facts, {name})
+    position = _returned_at(region.scope.node, name) if type(region.scope.node) is not ast.Module else None
+    if position is not None:
+        for fref, call in call_sites(ctx.project, region.scope.name, region.scope):
+            caller = facts_of(ctx.project, fref)
+            out |= _containers_of(caller, _names_bound_at(caller, call, position))
+    return out
+
+
+def _containers_of(facts, names: set[str]) -> set[str]:
+    """The containers and attributes that ``names`` are stored in: ``self.graphs[bs] = g`` -> ``self.graphs``,
+    ``self.graphs[bs], self.outputs[bs] = g, out`` -> ``self.graphs`` for ``g``."""
     out = set()
-    for target, stmt in facts.item_stores:
-        if type(getattr(stmt, "value", None)) is ast.Name and stmt.value.id == graph:
-            text = _text(target.value)
+    statements = {id(stmt): stmt for _, stmt in facts.item_stores}
+    statements.update((id(store.stmt), store.stmt) for store in facts.self_stores)
+    for stmt in statements.values():
+        if type(stmt) is not ast.Assign:
+            continue
+        pairs = [(stmt.targets[0], stmt.value)]
+        if type(stmt.targets[0]) is ast.Tuple and type(stmt.value) is ast.Tuple \
+                and len(stmt.targets[0].elts) == len(stmt.value.elts):
+            pairs = list(zip(stmt.targets[0].elts, stmt.value.elts, strict=True))
+        for target, value in pairs:
+            if type(value) is not ast.Name or value.id not in names:
+                continue
+            holder = target.value if type(target) is ast.Subscript else target if type(target) is ast.Attribute else None
+            text = _text(holder) if holder is not None else None
             if text:
                 out.add(text)
-    for store in facts.self_stores:
-        if type(store.value) is ast.Name and store.value.id == graph:
-            out.add(f"{facts.self_name}.{store.attr}")
     return out
+
+
+def _returned_at(fn, name: str):
+    """Where ``fn`` returns ``name``: an index in a returned tuple, -1 for the whole value, None if not."""
+    for node in ast.walk(fn):
+        if type(node) is ast.Return and node.value is not None:
+            if type(node.value) is ast.Name and node.value.id == name:
+                return -1
+            if type(node.value) is ast.Tuple:
+                for i, elt in enumerate(node.value.elts):
+                    if type(elt) is ast.Name and elt.id == name:
+                        return i
+    return None
+
+
+def _names_bound_at(facts, call, position: int) -> set[str]:
+    """The caller's name receiving the returned value at ``position`` (``g, out = capture(...)``)."""
+    for s in facts.stores:
+        stmt = s.node
+        if type(stmt) is ast.Assign and stmt.value is call:
+            target = stmt.targets[0]
+            if position == -1 and type(target) is ast.Name:
+                return {target.id}
+            if position >= 0 and type(target) is ast.Tuple and position < len(target.elts) \
+                    and type(target.elts[position]) is ast.Name:
+                return {target.elts[position].id}
+    return set()
 
 
 def _replayed(expr) -> str | None:
@@ -254,6 +327,32 @@ def _compute_changes(region, ctx) -> dict:
             return any(lo <= line <= hi for lo, hi in loops) and not (same and rs <= line <= re_)
 
         _writes(facts, between, ctx, out, recapture=region.scope)
+    for facts, loops in _replay_method_callers(region, ctx):  # ``for ...: runner.step()`` two calls away
+        _writes(facts, lambda line, loops=loops: any(lo <= line <= hi for lo, hi in loops), ctx, out,
+                recapture=region.scope)
+    return out
+
+
+def _replay_method_callers(region, ctx) -> list:
+    """Loops that call a runner's replaying method (``graphed()`` for a ``__call__`` that replays,
+    ``runner.run(x)``): what they set runs between two replays. ``[(facts, [(first, last), ...])]``."""
+    methods = {(facts.cls, facts.fref.name) for facts, _ in replay_sites(region, ctx)
+               if facts.cls is not None and facts.fref.name in facts.cls.methods}
+    if not methods:
+        return []
+    out = []
+    for fref in functions_of(region.module):
+        facts = facts_of(ctx.project, fref)
+        loops = []
+        for c in facts.calls:
+            func = c.node.func
+            owner = facts.kind_of_name(func.id) if type(func) is ast.Name else c.recv if c.meth else None
+            name = "__call__" if type(func) is ast.Name else c.meth
+            cls = owner[1] if type(owner) is tuple and len(owner) > 1 and owner[0] == "inst" else None
+            if cls is not None and (cls, name) in methods:
+                loops += [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= c.node.lineno <= lp.end_lineno]
+        if loops:
+            out.append((facts, loops))
     return out
 
 
@@ -627,7 +726,7 @@ def _text(node) -> str | None:
 
 __all__ = [
     "Around", "Change", "Invocation", "Read", "around", "changes_between", "compiled_names", "group_key",
-    "initial_literal", "instance_class", "invocations", "replay_sites", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
+    "initial_literal", "instance_class", "invocations", "kept_in", "replay_sites", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
     "replay_loops", "tensor_lr",
 ]
 

@@ -27,10 +27,12 @@ def resolve_call(facts, call) -> list[FuncRef]:
     if t is ast.Name:
         name = func.id
         if name in facts.local_defs:
-            return [FuncRef(facts.module, facts.local_defs[name], None, name)]
+            return [project.local_def(facts, name)]
         kind = facts.kind_of_name(name)
         if kind is not None:
             return kind_targets(kind, facts, project)
+        if name in facts.params and not any(s.name == name for s in facts.stores):
+            return _modules_of_file(facts)  # ``model(x)`` of an untyped parameter
         if name in facts.params or any(s.name == name for s in facts.stores):
             return []
         module = facts.module
@@ -52,7 +54,8 @@ def resolve_call(facts, call) -> list[FuncRef]:
             method = facts.cls.find_method(attr, project)
             if method is not None:
                 return [method]
-            return kind_targets(attr_kind(facts.cls, attr, project), facts, project)
+            kind = attr_kind(facts.cls, attr, project)
+            return kind_targets(kind, facts, project) if kind is not None else _modules_of_file(facts)
         if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super" and facts.cls is not None:
             for base in facts.cls.bases(project):
                 if isinstance(base, ClassIndex):
@@ -74,10 +77,56 @@ def resolve_call(facts, call) -> list[FuncRef]:
             target = project.lookup(call.qual)
             if isinstance(target, FuncRef):
                 return [target]
-        return []
+            return []
+        return _only_method_named(facts, attr) if owner is None and _held_by_self(value, facts) else []
     if t is ast.Call or t is ast.Subscript:
         return kind_targets(facts.infer(func), facts, project)
     return []
+
+
+# Methods that library objects have too (optimizers, loggers, queues, dicts, tensors, streams): a call of
+# one of these on an object of unknown type is not taken for the file's own method of that name.
+_LIBRARY_METHOD_NAMES = frozenset("""
+    step update zero_grad get items keys values append extend pop insert run copy_ to cuda cpu reset clear add
+    put send wait synchronize record replay capture_begin capture_end backward apply format join read write
+    close start stop info debug warning error log load save state_dict load_state_dict train eval parameters
+    modules children named_parameters register_buffer register_forward_hook sample generate fill_ zero_ item
+""".split())
+
+
+def _modules_of_file(facts) -> list[FuncRef]:
+    """An object of unknown type called (``self.model(x)`` with ``model`` an untyped parameter of
+    ``__init__``): the forwards of the modules this file defines, other than the caller's own class."""
+    own = facts.cls
+    return [FuncRef(facts.module, cls.methods["forward"], cls, "forward") for cls in facts.module.classes.values()
+            if cls is not own and "forward" in cls.methods and cls.is_module(facts.project)]
+
+
+def _held_by_self(node, facts) -> bool:
+    """``self.attn``, ``self.model.attn``, or ``cb`` in ``for cb in self.callbacks``: a component the object
+    holds (not any local of unknown type)."""
+    while type(node) is ast.Attribute:
+        node = node.value
+    if type(node) is not ast.Name or facts.self_name is None:
+        return False
+    if node.id == facts.self_name:
+        return True
+    loops = [s for s in facts.stores if s.name == node.id and s.loop_target]
+    return bool(loops) and all(_held_by_self(getattr(s.node, "iter", None), facts) for s in loops)
+
+
+def _only_method_named(facts, attr: str) -> list[FuncRef]:
+    """``obj.meth(...)`` on an object of unknown type: the file's one class (other than the caller's)
+    that defines ``meth``, or the overrides of it in one class hierarchy, when the name is not a common
+    library method's."""
+    if attr.startswith("__") or attr in _LIBRARY_METHOD_NAMES:
+        return []
+    owners = [cls for cls in facts.module.classes.values() if cls is not facts.cls and attr in cls.methods]
+    if len(owners) > 1:  # the overrides of one base's method (callbacks): each may be the one called
+        project = facts.project
+        if not any(all(base in other.mro(project) for other in owners) for base in owners):
+            return []
+    return [FuncRef(facts.module, cls.methods[attr], cls, attr) for cls in owners]
 
 
 def _constructor(cls: ClassIndex, project) -> list[FuncRef]:

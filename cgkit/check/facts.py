@@ -493,7 +493,9 @@ class Facts:
             self.kinds[name] = TENSOR  # ``lengths[:, None].clamp(min=1)`` somewhere in the body
         self.entry_kinds = dict(self.kinds)
         first = [*args.posonlyargs, *args.args]
-        if self.cls is not None and first and not any(_decorator_name(d) == "staticmethod" for d in fn.decorator_list):
+        if id(fn) in self.project.closure_self:  # a function defined in a method, reading its ``self``
+            self.self_name = self.project.closure_self[id(fn)]
+        elif self.cls is not None and first and not any(_decorator_name(d) == "staticmethod" for d in fn.decorator_list):
             self.self_name = first[0].arg
             self.params.remove(first[0].arg)
 
@@ -639,11 +641,20 @@ def _h_call(f: Facts, n: ast.Call) -> None:
         q = f.qual(func)
         if q is None:
             recv = f.infer(func.value)
-        if meth == "append" and len(n.args) == 1 and type(n.args[0]) is ast.Name:
-            f.escapes.append((n.args[0].id, f._stmt))
+        if meth == "append" and len(n.args) == 1:
+            kept = _viewed_name(n.args[0])  # ``out.append(y)``, or a view of it: ``out.append(y[:, :8])``
+            if kept is not None:
+                f.escapes.append((kept, f._stmt))
     else:
         q = f.qual(func)
     f.calls.append(CallSite(n, q, meth, recv, f._stmt, f._loop))
+
+
+def _viewed_name(node) -> str | None:
+    """The name whose memory ``node`` shares: ``y`` for ``y``, ``y[:, :8]`` or ``y["logits"][0]``."""
+    while type(node) is ast.Subscript:
+        node = node.value
+    return node.id if type(node) is ast.Name else None
 
 
 def _h_subscript(f: Facts, n) -> None:

@@ -211,6 +211,9 @@ class Project:
         self._missing: set[str] = set()
         self.facts_cache: dict[int, object] = {}
         self.param_seeds: dict[int, dict[str, object]] = {}
+        # Functions defined inside a method that read the method's ``self`` (``def run_once(): self.model(x)``):
+        # id of the inner function -> the name of ``self`` it closes over.
+        self.closure_self: dict[int, str] = {}
         self._roots: tuple[int, set[str]] | None = None
         # Called with a constructor (FuncRef of __init__) before its facts are read for the class's
         # attributes: the engine sets it to seed the parameters from the constructor's call sites.
@@ -256,8 +259,19 @@ class Project:
         self.checked.clear()
         self.facts_cache.clear()
         self.param_seeds.clear()
+        self.closure_self.clear()
         self.loader = None
         self.before_constructor = None
+
+    def local_def(self, facts, name: str) -> FuncRef:
+        """A function defined inside the function of ``facts``; one defined in a method keeps its class,
+        and reads the method's ``self`` as the method does."""
+        node = facts.local_defs[name]
+        inner_params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+        if facts.cls is not None and facts.self_name and facts.self_name not in inner_params:
+            self.closure_self[id(node)] = facts.self_name
+            return FuncRef(facts.module, node, facts.cls, name)
+        return FuncRef(facts.module, node, None, name)
 
     def seed(self, fref: FuncRef, kinds: dict) -> None:
         """Argument kinds known at a call site, for a function not analysed yet."""

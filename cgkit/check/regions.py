@@ -372,7 +372,7 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
     if t is ast.Name:
         name = expr.id
         if name in facts.local_defs:
-            return [FuncRef(facts.module, facts.local_defs[name], None, name)]
+            return [project.local_def(facts, name)]
         kind = kind_at(facts, name, line)
         # ``global f; f = torch.compile(f)`` compiles the module's function ``f``.
         stored_before = any(s.name == name and s.node.lineno < line for s in facts.stores)

@@ -201,3 +201,190 @@ def test_a_function_that_returns_a_torch_factory_call_returns_a_tensor():
                 x = step(x, sigmas[i + 1] - sigmas[i])
             return x.clone()
     """) == []
+
+
+def test_an_untyped_model_held_by_a_runner_reaches_the_modules_of_its_file_and_their_parts():
+    # ``self.model`` comes in untyped; the capture calls it from a function defined in the method, which
+    # reads the method's ``self``; the model's attention part is found by its one method of that name.
+    source = """
+        import torch
+
+        class Backend:
+            def __init__(self):
+                self.max_len = torch.zeros((), dtype=torch.int32, device="cuda")
+
+            def plan(self, bs):
+                return int(self.max_len)
+
+        class Model(torch.nn.Module):
+            def __init__(self, attn):
+                super().__init__()
+                self.attn = attn
+
+            def forward(self, x):
+                self.attn.plan(x.shape[0])
+                return x * 2
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+                self.x = torch.zeros(4, device="cuda")
+
+            def capture(self):
+                def run_once():
+                    return self.model(self.x)
+
+                run_once()
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    out = run_once()
+                return g, out
+    """
+    assert _codes(source) == [(8, "CG103")]
+    # A local of unknown type is not taken for the file's class: its method may be anything's.
+    assert _codes(source.replace("self.attn.plan(x.shape[0])", "attn = make(); attn.plan(x.shape[0])")) == []
+
+
+def test_a_method_called_on_each_callback_reaches_every_override_in_the_hierarchy():
+    source = """
+        import time
+        import torch
+
+        class Callback:
+            def on_step_end(self, trainer, loss): ...
+
+        class Clock(Callback):
+            def on_step_end(self, trainer, loss):
+                trainer.t = time.time()
+
+        class Trainer:
+            def __init__(self, callbacks):
+                self.callbacks = callbacks
+                self.x = torch.zeros(4, device="cuda")
+
+            def step(self):
+                loss = (self.x * 2).sum()
+                for cb in self.callbacks:
+                    cb.on_step_end(self, loss)
+                return loss
+
+            def capture(self):
+                self.step()
+                self.g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.g):
+                    self.out = self.step()
+    """
+    assert _codes(source) == [(9, "CG411")]
+    # Classes that merely share a method name, with no common base, are not taken for one another.
+    assert _codes(source.replace("class Clock(Callback):", "class Clock:")) == []
+
+
+def test_param_groups_changed_in_the_loop_that_calls_the_replaying_method_are_found():
+    source = """
+        import torch
+
+        class GraphedStep:
+            def __init__(self, params):
+                self.opt = torch.optim.AdamW(params, lr=1e-3, capturable=True)
+                self.g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.g):
+                    self.opt.step()
+
+            def __call__(self):
+                self.g.replay()
+
+        def train(params, steps):
+            graphed = GraphedStep(params)
+            for step in range(steps):
+                for group in graphed.opt.param_groups:
+                    group["lr"] = 1e-3 * (1 - step / steps)
+                graphed()
+    """
+    assert (17, "CG404") in _codes(source)
+    # Set once before the loop that replays: no change between replays.
+    once = source.replace("""            for step in range(steps):
+                for group in graphed.opt.param_groups:
+                    group["lr"] = 1e-3 * (1 - step / steps)
+                graphed()""", """            for group in graphed.opt.param_groups:
+                group["lr"] = 1e-3
+            for step in range(steps):
+                graphed()""")
+    assert not [c for c in _codes(once) if c[1] == "CG404"]
+
+
+def test_outputs_kept_on_the_object_past_the_next_call_or_replay():
+    compiled = """
+        import torch
+
+        class Actor:
+            def __init__(self, net):
+                self.act_fn = torch.compile(net, mode="reduce-overhead")
+                self.recent = []
+
+            def act(self, obs):
+                a = self.act_fn(obs)
+                self.recent.append(a)
+                return a
+    """
+    assert _codes(compiled) == [(10, "CG407")]
+    assert _codes(compiled.replace("self.recent.append(a)", "self.recent.append(a.clone())")) == []
+    runner = """
+        import torch
+
+        class Runner:
+            def __init__(self, model, sizes):
+                self.graphs, self.outputs, self.seen = {}, {}, []
+                self.x = torch.zeros(8, 4, device="cuda")
+                for bs in sizes:
+                    g, out = self.capture_one(model, bs)
+                    self.graphs[bs], self.outputs[bs] = g, out
+
+            def capture_one(self, model, bs):
+                model(self.x[:bs])
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    out = model(self.x[:bs])
+                return g, out
+
+            def run(self, x):
+                bs = x.shape[0]
+                self.x[:bs].copy_(x)
+                self.graphs[bs].replay()
+                logits = self.outputs[bs][:bs]
+                self.seen.append(logits)
+                return logits
+    """
+    assert _codes(runner) == [(23, "CG407")]
+    assert _codes(runner.replace("self.seen.append(logits)", "self.seen.append(logits.clone())")) == []
+
+
+def test_a_runner_input_read_by_a_local_function_and_rebound_before_replay_is_found():
+    source = """
+        import torch
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+                self.loc = torch.zeros(8, dtype=torch.long, device="cuda")
+                self.graphs = {}
+
+            def capture(self):
+                g, _ = self.capture_one(8)
+                self.graphs[8] = g
+
+            def capture_one(self, bs):
+                def run_once():
+                    return self.model(self.loc[:bs])
+
+                run_once()
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    out = run_once()
+                return g, out
+
+            def replay(self, loc):
+                self.loc = loc
+                self.graphs[8].replay()
+    """
+    assert _codes(source) == [(24, "CG405")]
+    assert _codes(source.replace("self.loc = loc", "self.loc.copy_(loc)")) == []

@@ -736,12 +736,26 @@ def rebound_runner_input(region, ctx):
     inputs = {n.attr for n in sf.self_loads if around.start <= n.lineno <= around.end
               and is_tensor(attr_kind(sf.cls, n.attr, ctx.project))}
     inputs |= _runner_attrs_behind(sf, around)  # ``ids = self.input_ids[:bs]`` then captured with ids
+    inputs |= {attr for attr in _runner_attrs_in_local_defs(sf, around)
+               if is_tensor(attr_kind(sf.cls, attr, ctx.project))}  # ``def run_once(): ... self.ids[:bs]``
     for facts, spans in near.replay_sites(region, ctx):
         for store in facts.self_stores:
             line = store.stmt.lineno
             if store.attr in inputs and store.value is not None and any(lo <= line <= hi for lo, hi in spans) \
                     and facts.cls is sf.cls:
                 yield found(store.stmt, module=facts.module, what=f"self.{store.attr}", line=region.line, how="rebound")
+
+
+def _runner_attrs_in_local_defs(sf, around) -> set[str]:
+    """Attributes of ``self`` read by functions defined in the capturing method and called in the capture
+    (``def run_once(): return self.model(self.input_ids[:bs])``, then ``out = run_once()`` in the region)."""
+    called = {c.node.func.id for c in sf.calls if type(c.node.func) is ast.Name and c.node.func.id in sf.local_defs
+              and around.rs <= c.node.lineno <= around.re}
+    out = set()
+    for name in called:
+        inner = facts_of(sf.project, sf.project.local_def(sf, name))
+        out |= {n.attr for n in inner.self_loads}
+    return out
 
 
 def _runner_attrs_behind(sf, around) -> set[str]:
@@ -950,17 +964,50 @@ def output_kept_elsewhere(region, ctx):
             for name, stmt in facts.escapes:
                 if name in kept and any(lo <= stmt.lineno <= hi for lo, hi in loops):
                     yield found(stmt, module=facts.module, what=name)
-    attrs = {f"{around.facts.self_name}.{st.attr}" for st in around.facts.self_stores
-             if around.start <= st.stmt.lineno <= around.end} if around.facts.self_name else set()
+    attrs = _outputs_on_self(region, ctx, around, outputs)
     if attrs:
         for facts, loops in near.replay_sites(region, ctx):
+            views = _views_of(facts, attrs)
             for c in facts.calls:
                 if c.meth in ("append", "extend", "insert") and any(lo <= c.node.lineno <= hi for lo, hi in loops):
                     for arg in c.node.args:
                         items = arg.elts if type(arg) in (ast.Tuple, ast.List) else [arg]  # append((self.a, self.b))
-                        kept = [text_of(item) for item in items if text_of(item) in attrs]
+                        kept = [text_of(item) for item in items if _output_base(item, attrs, views)]
                         if kept:
                             yield found(c.stmt, module=facts.module, what=kept[0])
+
+
+def _outputs_on_self(region, ctx, around, outputs: set[str]) -> set[str]:
+    """The runner's attributes that hold the capture's outputs: ``self.static_out = ...`` in the capturing
+    function, or a container filled with them, ``self.outputs[bs] = out`` (one graph per batch size), there
+    or in the callers it returns them to."""
+    facts = around.facts
+    if not facts.self_name:
+        return set()
+    attrs = {f"{facts.self_name}.{st.attr}" for st in facts.self_stores if around.start <= st.stmt.lineno <= around.end}
+    for name in outputs:
+        attrs |= {held for held in near.kept_in(region, ctx, name) if held.startswith(f"{facts.self_name}.")}
+    return attrs
+
+
+def _output_base(node, attrs: set[str], views: set[str]) -> bool:
+    """Whether ``node`` is one of the outputs on the runner, or an element or slice of one."""
+    while True:
+        if text_of(node) in attrs or (type(node) is ast.Name and node.id in views):
+            return True
+        if type(node) is not ast.Subscript:
+            return False
+        node = node.value
+
+
+def _views_of(facts, attrs: set[str]) -> set[str]:
+    """Local names bound to an output on the runner or a slice of one: ``logits = self.outputs[bs][:n]``."""
+    views: set[str] = set()
+    for s in facts.stores:
+        value = getattr(s.node, "value", None)
+        if type(s.node) is ast.Assign and value is not None and _output_base(value, attrs, views):
+            views.add(s.name)
+    return views
 
 
 def _returned_positions(fn, outputs: set[str]) -> dict:
@@ -1050,6 +1097,11 @@ def _kept(facts, name, stmt, call_node, others, loops):
         if kept_name == name and bound < line < until and loop is not None and loop[0] <= line <= loop[1]:
             yield found(where, module=facts.module, what=name, detail=" (the loop calls it again)")
             return
+        container = _outliving_container(facts, where)
+        if kept_name == name and bound < line < until and container:
+            yield found(where, module=facts.module, what=name,
+                        detail=f" (in `{container}`, which outlives this call)")
+            return
     for s in facts.stores:  # ``prev_logits = logits`` in the loop: read again after the next call
         value = getattr(s.node, "value", None)
         if loop is not None and type(value) is ast.Name and value.id == name and bound < s.node.lineno < until \
@@ -1064,6 +1116,21 @@ def _kept(facts, name, stmt, call_node, others, loops):
                 yield found(stmt, module=facts.module, what=name,
                             detail=f" (it is read at L{load.lineno}, after the call at L{first_call})")
                 return
+
+
+def _outliving_container(facts, stmt) -> str | None:
+    """``self.history`` for ``self.history.append(y)`` (or a global list): a container that keeps what is
+    appended after the function returns, so past the next call of whatever produced it."""
+    call = getattr(stmt, "value", None)
+    if type(call) is not ast.Call or type(call.func) is not ast.Attribute or call.func.attr not in ("append", "extend", "insert"):
+        return None
+    holder = call.func.value
+    if type(holder) is ast.Attribute and type(holder.value) is ast.Name and holder.value.id == facts.self_name:
+        return text_of(holder)
+    if type(holder) is ast.Name and type(facts.fref.node) is not ast.Module \
+            and not any(s.name == holder.id for s in facts.stores):
+        return holder.id  # a module-level list or one passed in: it outlives the function
+    return None
 
 
 def _flat_targets(targets):
