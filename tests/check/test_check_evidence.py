@@ -388,3 +388,32 @@ def test_a_runner_input_read_by_a_local_function_and_rebound_before_replay_is_fo
     """
     assert _codes(source) == [(24, "CG405")]
     assert _codes(source.replace("self.loc = loc", "self.loc.copy_(loc)")) == []
+
+
+def test_a_compiled_modules_tensor_replaced_between_calls_is_found_and_a_setup_before_them_is_not():
+    source = """
+        import torch
+
+        class Adapter(torch.nn.Module):
+            def __init__(self, weights):
+                super().__init__()
+                self.weights = weights
+                self.w = torch.nn.Parameter(weights["a"], requires_grad=False)
+
+            def use(self, name):
+                self.w = torch.nn.Parameter(self.weights[name], requires_grad=False)
+
+            def forward(self, x):
+                return x @ self.w
+
+        def serve(layer: Adapter, requests):
+            fwd = torch.compile(layer, mode="reduce-overhead")
+            for name, x in requests:
+                layer.use(name)
+                y = fwd(x).clone()
+    """
+    assert _codes(source) == [(10, "CG405")]
+    once = source.replace("""            for name, x in requests:
+                layer.use(name)""", """            layer.use("a")
+            for name, x in requests:""")
+    assert _codes(once) == []

@@ -674,13 +674,21 @@ def _root_step(root) -> dict:
         name="rebound-static-input",
         category="static-address",
         message="`{what}` is an input of the graph captured at L{line} but is {how} here: replays keep reading the old tensor",
+        compile_message="`{what}` is read by CUDA-graph-compiled code (from L{line}) and is {how} here: cudagraph "
+        "trees find a new address for a static input and record the graph again, and after 128 such "
+        "re-recordings the function runs without CUDA graphs",
         fix="Keep the captured tensor alive and write new data into it: `{what}.copy_(new_data)`.",
-        compile=None,
+        compile="warning",
         what="Checks for inputs of a manual capture that are rebound (or deleted) after capture "
-        "instead of being updated in place.",
+        "instead of being updated in place, and for tensors a CUDA-graph-compiled module reads "
+        "(parameters, buffers, other tensor attributes) that another of its methods replaces.",
         why="A graph reads its inputs from the addresses they had at capture. Binding the Python name "
         "to a new tensor does not move the data there: the graph keeps reading the old tensor, and "
-        "if that tensor is freed its memory may be reused by something else.",
+        "if that tensor is freed its memory may be reused by something else. Under `torch.compile` "
+        "with CUDA graphs, a module's parameters and buffers are static inputs: a new tensor there "
+        "makes cudagraph trees record the graph again (\"static input data pointer changed\"), and "
+        "once `triton.cudagraph_unexpected_rerecord_limit` (128) is passed the function falls back "
+        "to running without graphs.",
         example=code("""
             import torch
 
@@ -744,6 +752,34 @@ def rebound_runner_input(region, ctx):
             if store.attr in inputs and store.value is not None and any(lo <= line <= hi for lo, hi in spans) \
                     and facts.cls is sf.cls:
                 yield found(store.stmt, module=facts.module, what=f"self.{store.attr}", line=region.line, how="rebound")
+
+
+@RULES.also("CG405", Region())
+def compiled_module_state_rebound(region, ctx):
+    """A tensor attribute that the compiled code reads on its module (``self.lora_A`` in ``forward``),
+    replaced by another method of that class (``set_adapter``) instead of refilled in place, where that
+    method is called in a loop that calls the compiled function: between two calls. (A setup method run
+    once before the calls, like a KV-cache setup, costs one re-recording and is not reported.)"""
+    if region.klass != "compile":
+        return
+    between_calls = {c.meth for inv in near.invocations(region, ctx) for c in inv.facts.calls
+                     if c.meth and any(lo <= c.node.lineno <= hi for lo, hi in inv.loops)}
+    reads: dict[int, tuple] = {}  # class -> (class, attributes read, methods the region runs)
+    for facts, _span, _chain in region.reached:
+        if facts.cls is not None and facts.self_name:
+            cls, attrs, methods = reads.setdefault(id(facts.cls), (facts.cls, set(), set()))
+            attrs.update(n.attr for n in facts.self_loads)
+            methods.add(facts.fref.name)
+    for cls, attrs, methods in reads.values():
+        for name, node in cls.methods.items():
+            if name in methods or name == "__init__" or name not in between_calls:
+                continue
+            facts = facts_of(ctx.project, FuncRef(cls.module, node, cls, name))
+            for store in facts.self_stores:
+                if store.attr in attrs and store.value is not None \
+                        and is_tensor(attr_kind(cls, store.attr, ctx.project)):
+                    yield found(store.stmt, module=facts.module, what=f"self.{store.attr}", line=region.line,
+                                how=f"replaced by `{cls.name}.{name}()`")
 
 
 def _runner_attrs_in_local_defs(sf, around) -> set[str]:
