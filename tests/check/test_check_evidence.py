@@ -417,3 +417,23 @@ def test_a_compiled_modules_tensor_replaced_between_calls_is_found_and_a_setup_b
                 layer.use(name)""", """            layer.use("a")
             for name, x in requests:""")
     assert _codes(once) == []
+
+
+def test_an_output_read_after_another_compiled_call_is_kept_in_inference_but_not_before_a_backward():
+    # Measured on torch 2.11 (benchmarks/heldout3_disputes.py): without a backward, reading ``c`` after
+    # ``g`` ran raises the overwritten-output error; in a training step, with the backward pending,
+    # cudagraph trees keep the forward's outputs.
+    inference = """
+        import torch
+
+        f = torch.compile(lambda x: x * 2, mode="reduce-overhead")
+        g = torch.compile(lambda x: x * 3, mode="reduce-overhead")
+
+        def run(x):
+            c = f(x)
+            d = g(x)
+            return c.sum() + d.sum()
+    """
+    assert _codes(inference) == [(7, "CG407")]
+    training = inference.replace("return c.sum() + d.sum()", "loss = c.sum() + d.sum()\n            loss.backward()")
+    assert _codes(training) == []

@@ -3,7 +3,7 @@
 Crops are fixed at CROP residues. One whole training step (recycles, loss,
 backward, clip, step) is captured per crop size and replayed.
 """
-import random
+from random import randint
 
 import torch
 import torch.nn as nn
@@ -65,7 +65,7 @@ class TrunkTrainer:
         self.graph = torch.cuda.CUDAGraph()
 
     def step(self):
-        n_recycle = random.randint(0, MAX_RECYCLE)  # HAZARD: host-code
+        n_recycle = randint(0, MAX_RECYCLE)  # HAZARD: host-code
         logits = self.trunk(self.seq, n_recycle)
         loss = F.cross_entropy(logits.permute(0, 3, 1, 2).float(), self.bins)
         loss.backward()
@@ -77,11 +77,11 @@ class TrunkTrainer:
     def build(self):
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                self.step()
-        torch.cuda.current_stream().wait_stream(s)
         with torch.autocast("cuda", dtype=torch.bfloat16):  # HAZARD: autocast-cache
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    self.step()
+            torch.cuda.current_stream().wait_stream(s)
             with torch.cuda.graph(self.graph):
                 self.loss = self.step()
 

