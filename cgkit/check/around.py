@@ -307,6 +307,8 @@ def _compute_changes(region, ctx) -> dict:
                 loops = inv.loops
                 _writes(inv.facts, lambda line, loops=loops: any(lo <= line <= hi for lo, hi in loops), ctx, out)
         _setters_in_loops(region, ctx, out)
+        for facts in {id(inv.facts): inv.facts for inv in invocations(region, ctx)}.values():
+            _per_call_writes(facts, ctx, out)
         return out
     if region.scope is None:
         return out
@@ -327,10 +329,37 @@ def _compute_changes(region, ctx) -> dict:
             return any(lo <= line <= hi for lo, hi in loops) and not (same and rs <= line <= re_)
 
         _writes(facts, between, ctx, out, recapture=region.scope)
+    for facts, _loops in replay_sites(region, ctx):
+        if facts.cls is not None and not (region.scope is not None and facts.fref.key == region.scope.key):
+            _per_call_writes(facts, ctx, out)
     for facts, loops in _replay_method_callers(region, ctx):  # ``for ...: runner.step()`` two calls away
         _writes(facts, lambda line, loops=loops: any(lo <= line <= hi for lo, hi in loops), ctx, out,
                 recapture=region.scope)
     return out
+
+
+def _per_call_writes(facts, ctx, out: dict) -> None:
+    """A function that replays the graph or calls the compiled function, and stores a value taken from
+    its own parameters (``def generate(self, ..., length_penalty=1.0): self.length_penalty =
+    length_penalty``): every call may bring another value, so the store runs between two replays."""
+    if type(facts.fref.node) is ast.Module or not facts.params:
+        return
+    params = set(facts.params)
+    found: dict[tuple, list[Change]] = {}
+    # Its own stores only: reading its callees here would compute their facts before the region's walk
+    # seeds their parameters with the kinds of the arguments.
+    _writes(facts, lambda line: True, ctx, found, callees=False)
+    for key, changes in found.items():
+        if key[0] not in ("attr", "global"):
+            continue
+        fed = [c for c in changes if c.via is None and _reads_any(getattr(c.node, "value", None), params)]
+        for change in fed:
+            if change not in out.get(key, []):
+                out.setdefault(key, []).append(change)
+
+
+def _reads_any(node, names: set[str]) -> bool:
+    return node is not None and any(type(n) is ast.Name and n.id in names for n in ast.walk(node))
 
 
 def _replay_method_callers(region, ctx) -> list:
@@ -397,10 +426,10 @@ def _compute_replay_sites(region, ctx) -> list:
     return out
 
 
-def _writes(sf, between, ctx, out: dict, recapture=None) -> None:
-    """The writes ``between(line)`` selects in ``sf`` (and the callees it calls there). ``recapture``:
-    the capturing function; a call of it captures again, so what it sets is not a change under the
-    old graph."""
+def _writes(sf, between, ctx, out: dict, recapture=None, callees=True) -> None:
+    """The writes ``between(line)`` selects in ``sf`` (and, with ``callees``, the callees it calls there).
+    ``recapture``: the capturing function; a call of it captures again, so what it sets is not a change
+    under the old graph."""
     project = ctx.project
     is_module = type(sf.fref.node) is ast.Module
     for s in sf.stores:
@@ -421,12 +450,15 @@ def _writes(sf, between, ctx, out: dict, recapture=None) -> None:
             if between(store.stmt.lineno) and not is_tensor(store.kind) and type(store.kind) is not tuple:
                 out.setdefault(("attr", store.attr), []).append(
                     Change(sf.module, store.stmt, sf.cls, literal=_literal_store(sf, store.stmt)))
+    for _owner, attr, stmt in sf.held_stores:  # ``self.model.temperature = t``: a part of unknown class
+        if between(stmt.lineno) and _python_value(sf, stmt):
+            out.setdefault(("attr", attr), []).append(Change(sf.module, stmt, None, literal=_literal_store(sf, stmt)))
     for target, stmt in sf.item_stores:
         if between(stmt.lineno):
             key = group_key(sf, target)
             if key is not None:
                 out.setdefault(("group", key), []).append(Change(sf.module, stmt))
-    for c in sf.calls:
+    for c in sf.calls if callees else ():
         line = c.node.lineno
         if not between(line):
             continue

@@ -12,7 +12,7 @@ import ast
 
 from cgkit.check.facts import argument_kinds, attr_kind, facts_of
 from cgkit.check.project import ClassIndex, FuncRef
-from cgkit.check.regions import kind_targets, resolve_callable
+from cgkit.check.regions import LIBRARY_METHOD_NAMES, kind_targets, resolve_callable
 
 MAX_DEPTH = 12
 CANDIDATE_DEPTH = 3  # candidates (no capture in view, info only): their own code and a few calls down
@@ -84,16 +84,6 @@ def resolve_call(facts, call) -> list[FuncRef]:
     return []
 
 
-# Methods that library objects have too (optimizers, loggers, queues, dicts, tensors, streams): a call of
-# one of these on an object of unknown type is not taken for the file's own method of that name.
-_LIBRARY_METHOD_NAMES = frozenset("""
-    step update zero_grad get items keys values append extend pop insert run copy_ to cuda cpu reset clear add
-    put send wait synchronize record replay capture_begin capture_end backward apply format join read write
-    close start stop info debug warning error log load save state_dict load_state_dict train eval parameters
-    modules children named_parameters register_buffer register_forward_hook sample generate fill_ zero_ item
-""".split())
-
-
 def _modules_of_file(facts) -> list[FuncRef]:
     """An object of unknown type called (``self.model(x)`` with ``model`` an untyped parameter of
     ``__init__``): the forwards of the modules this file defines, other than the caller's own class."""
@@ -119,7 +109,7 @@ def _only_method_named(facts, attr: str) -> list[FuncRef]:
     """``obj.meth(...)`` on an object of unknown type: the file's one class (other than the caller's)
     that defines ``meth``, or the overrides of it in one class hierarchy, when the name is not a common
     library method's."""
-    if attr.startswith("__") or attr in _LIBRARY_METHOD_NAMES:
+    if attr.startswith("__") or attr in LIBRARY_METHOD_NAMES:
         return []
     owners = [cls for cls in facts.module.classes.values() if cls is not facts.cls and attr in cls.methods]
     if len(owners) > 1:  # the overrides of one base's method (callbacks): each may be the one called

@@ -176,6 +176,7 @@ class Facts:
         self.attr_loads: list[ast.Attribute] = []  # ``obj.attr`` read on another name
         self.self_stores: list[SelfStore] = []
         self.attr_stores: list[tuple[ast.Name, str, ast.AST]] = []  # ``obj.attr = ...`` on another object
+        self.held_stores: list[tuple[ast.Attribute, str, ast.AST]] = []  # ``self.model.temperature = ...``
         self.item_stores: list[tuple[ast.Subscript, ast.AST]] = []  # ``x[key] = ...``
         self.escapes: list[tuple[str, ast.AST]] = []  # names put into a container/attribute/yield
         self.dels: list[tuple[str, ast.AST]] = []
@@ -553,6 +554,8 @@ class Facts:
                 self.self_stores.append(SelfStore(target.attr, stmt, value, None if aug else kind))
             elif type(owner) is ast.Name:
                 self.attr_stores.append((owner, target.attr, stmt))
+            elif type(owner) is ast.Attribute and _rooted_at(owner, self.self_name):
+                self.held_stores.append((owner, target.attr, stmt))
         elif t is ast.Subscript:
             self.item_stores.append((target, stmt))
 
@@ -648,6 +651,13 @@ def _h_call(f: Facts, n: ast.Call) -> None:
     else:
         q = f.qual(func)
     f.calls.append(CallSite(n, q, meth, recv, f._stmt, f._loop))
+
+
+def _rooted_at(node, name: str | None) -> bool:
+    """``self.model`` or ``self.model.adaptor`` for ``name`` ``self``."""
+    while type(node) is ast.Attribute:
+        node = node.value
+    return name is not None and type(node) is ast.Name and node.id == name
 
 
 def _viewed_name(node) -> str | None:

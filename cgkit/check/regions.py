@@ -337,7 +337,11 @@ class _Finder:
         if type(target) in (ast.Lambda, ast.Call, ast.Constant):
             return []
         if type(target) is ast.Attribute and target.attr != "forward":
-            return []
+            # ``torch.compile(model.decode_step)``: the file's one class with that method
+            owners = [cls for cls in self.module.classes.values() if target.attr in cls.methods]
+            if len(owners) != 1 or target.attr.startswith("__") or target.attr in LIBRARY_METHOD_NAMES:
+                return []
+            return [FuncRef(self.module, owners[0].methods[target.attr], owners[0], target.attr)]
         return [FuncRef(self.module, cls.methods["forward"], cls, "forward") for cls in self.module.classes.values()
                 if "forward" in cls.methods and cls.is_module(self.project)]
 
@@ -362,6 +366,16 @@ class _Finder:
         for target in targets:
             out.extend(resolve_callable(facts, target, line, self.project))
         return out
+
+
+# Methods that library objects have too (optimizers, loggers, queues, dicts, tensors, streams): a call of
+# one of these on an object of unknown type is not taken for the file's own method of that name.
+LIBRARY_METHOD_NAMES = frozenset("""
+    step update zero_grad get items keys values append extend pop insert run copy_ to cuda cpu reset clear add
+    put send wait synchronize record replay capture_begin capture_end backward apply format join read write
+    close start stop info debug warning error log load save state_dict load_state_dict train eval parameters
+    modules children named_parameters register_buffer register_forward_hook sample generate fill_ zero_ item
+""".split())
 
 
 def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) -> list[FuncRef]:

@@ -437,3 +437,55 @@ def test_an_output_read_after_another_compiled_call_is_kept_in_inference_but_not
     assert _codes(inference) == [(7, "CG407")]
     training = inference.replace("return c.sum() + d.sum()", "loss = c.sum() + d.sum()\n            loss.backward()")
     assert _codes(training) == []
+
+
+def test_a_value_a_runner_method_takes_from_its_parameters_changes_between_replays():
+    source = """
+        import torch
+
+        class Runner:
+            def __init__(self):
+                self.penalty = 1.0
+                self.x = torch.zeros(4, device="cuda")
+                self.g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.g):
+                    self.y = self.x ** self.penalty
+
+            def generate(self, x, penalty=1.0):
+                self.penalty = penalty
+                self.x.copy_(x)
+                for _ in range(8):
+                    self.g.replay()
+                return self.y.clone()
+    """
+    assert (9, "CG404") in _codes(source)
+    # The same store of a constant is no change between two calls.
+    assert not [c for c in _codes(source.replace("self.penalty = penalty", "self.penalty = 1.0")) if c[1] == "CG404"]
+
+
+def test_a_compiled_method_of_an_untyped_model_and_a_value_set_on_that_model_per_call():
+    source = """
+        import torch
+
+        class Decoder(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.temperature = 1.0
+
+            def decode_step(self, tok):
+                return tok.float() / self.temperature
+
+        class Translator:
+            def __init__(self, model):
+                self.model = model
+                self.step = torch.compile(model.decode_step, mode="reduce-overhead")
+
+            def translate(self, tok, temperature=1.0):
+                self.model.temperature = temperature
+                for _ in range(4):
+                    tok = self.step(tok).argmax(-1, keepdim=True)
+                return tok
+    """
+    assert (9, "CG404") in _codes(source)
+    # ``torch.compile(opt.step)`` is not taken for a file class's ``step`` (a name library objects have).
+    assert _codes(source.replace("decode_step", "step")) == []
