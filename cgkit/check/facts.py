@@ -660,10 +660,21 @@ def _rooted_at(node, name: str | None) -> bool:
     return name is not None and type(node) is ast.Name and node.id == name
 
 
+# Tensor methods whose result shares the tensor's memory (a view): keeping the result keeps the tensor.
+_VIEW_METHODS = frozenset(
+    "detach view view_as squeeze unsqueeze transpose t permute narrow expand expand_as select unflatten".split())
+
+
 def _viewed_name(node) -> str | None:
-    """The name whose memory ``node`` shares: ``y`` for ``y``, ``y[:, :8]`` or ``y["logits"][0]``."""
-    while type(node) is ast.Subscript:
-        node = node.value
+    """The name whose memory ``node`` shares: ``y`` for ``y``, ``y[:, :8]``, ``y["logits"][0]`` or
+    ``y.detach()``."""
+    while True:
+        if type(node) is ast.Subscript:
+            node = node.value
+        elif type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in _VIEW_METHODS:
+            node = node.func.value
+        else:
+            break
     return node.id if type(node) is ast.Name else None
 
 

@@ -337,11 +337,13 @@ class _Finder:
         if type(target) in (ast.Lambda, ast.Call, ast.Constant):
             return []
         if type(target) is ast.Attribute and target.attr != "forward":
-            # ``torch.compile(model.decode_step)``: the file's one class with that method
+            if target.attr.startswith("__") or target.attr in LIBRARY_METHOD_NAMES:
+                return []  # ``torch.compile(opt.step)``
             owners = [cls for cls in self.module.classes.values() if target.attr in cls.methods]
-            if len(owners) != 1 or target.attr.startswith("__") or target.attr in LIBRARY_METHOD_NAMES:
-                return []
-            return [FuncRef(self.module, owners[0].methods[target.attr], owners[0], target.attr)]
+            if owners:  # ``torch.compile(model.decode_step)``: the file's one class with that method
+                return [FuncRef(self.module, owners[0].methods[target.attr], owners[0], target.attr)] \
+                    if len(owners) == 1 else []
+            # no method of that name: an object held in an attribute (``self.model``), compiled whole
         return [FuncRef(self.module, cls.methods["forward"], cls, "forward") for cls in self.module.classes.values()
                 if "forward" in cls.methods and cls.is_module(self.project)]
 
@@ -547,8 +549,17 @@ def _assigned_name(stmt) -> str | None:
 def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
     """``mode="reduce-overhead"`` / ``"max-autotune"``, ``backend="cudagraphs"`` or the triton.cudagraphs
     option; a mode passed as a name counts when the name's default (a parameter of ``scope``) or its
-    module-level value is one of them (``def __init__(self, compile_mode="max-autotune")``)."""
+    module-level value is one of them (``def __init__(self, compile_mode="max-autotune")``). Options
+    spread from a dict, ``**COMPILE_OPTS`` with ``COMPILE_OPTS = {"mode": "reduce-overhead", ...}`` at
+    the module's top level (or in ``scope``), count as written out."""
+    keywords = list(call.keywords)
     for kw in call.keywords:
+        if kw.arg is None and type(kw.value) is ast.Name and scope is not None:
+            spread = _dict_of(kw.value.id, scope)
+            if spread is not None:
+                keywords += [ast.keyword(arg=key.value, value=val) for key, val in zip(spread.keys, spread.values, strict=True)
+                             if type(key) is ast.Constant and isinstance(key.value, str)]
+    for kw in keywords:
         value = kw.value
         if kw.arg == "mode" and type(value) is ast.Name and scope is not None:
             value = _constant_of(value.id, scope) or value
@@ -561,6 +572,17 @@ def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
                 if type(key) is ast.Constant and key.value == "triton.cudagraphs" and type(val) is ast.Constant and val.value is True:
                     return True
     return False
+
+
+def _dict_of(name: str, scope: FuncRef) -> ast.Dict | None:
+    """The dict literal a name is bound to, in ``scope`` or at the module's top level (its last binding)."""
+    found = None
+    bodies = [scope.module.tree.body] + ([scope.node.body] if type(scope.node) is not ast.Module else [])
+    for body in bodies:
+        for stmt in body:
+            if type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == name for t in stmt.targets):
+                found = stmt.value if type(stmt.value) is ast.Dict else None
+    return found
 
 
 def _constant_of(name: str, scope: FuncRef):

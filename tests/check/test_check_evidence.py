@@ -489,3 +489,31 @@ def test_a_compiled_method_of_an_untyped_model_and_a_value_set_on_that_model_per
     assert (9, "CG404") in _codes(source)
     # ``torch.compile(opt.step)`` is not taken for a file class's ``step`` (a name library objects have).
     assert _codes(source.replace("decode_step", "step")) == []
+
+
+def test_compile_options_spread_from_a_dict_and_a_model_held_in_an_attribute():
+    source = """
+        import time
+        import torch
+
+        OPTS = {"mode": "reduce-overhead", "fullgraph": False}
+        EVAL = {"mode": "max-autotune-no-cudagraphs"}
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                t0 = time.time()
+                return x * 2
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.fwd = torch.compile(self.model, **OPTS)
+                self.losses = []
+
+            def step(self, x):
+                out = self.fwd(x)
+                self.losses.append(out.detach())  # a view of the output: kept
+                return out.sum()
+    """
+    assert _codes(source) == [(9, "CG411"), (20, "CG407")]
+    assert _codes(source.replace("**OPTS", "**EVAL")) == []
