@@ -517,3 +517,34 @@ def test_compile_options_spread_from_a_dict_and_a_model_held_in_an_attribute():
     """
     assert _codes(source) == [(9, "CG411"), (20, "CG407")]
     assert _codes(source.replace("**OPTS", "**EVAL")) == []
+
+
+def test_runner_inputs_passed_as_a_tuple_or_kept_in_a_dict_and_rebound_before_replay():
+    source = """
+        import torch
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+                self.a = torch.zeros(8, device="cuda")
+                self.graphs, self.inputs = {}, {}
+
+            def capture(self, n):
+                args = (self.a,)
+                x = torch.zeros(n, device="cuda")
+                self.model(x, *args)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    self.out = self.model(x, *args)
+                self.graphs[n], self.inputs[n] = g, x
+
+            def run(self, a, x):
+                n = x.shape[0]
+                self.a = a
+                self.inputs[n] = x
+                self.graphs[n].replay()
+                return self.out.clone()
+    """
+    assert _codes(source) == [(20, "CG405"), (21, "CG405")]
+    fixed = source.replace("self.a = a", "self.a.copy_(a)").replace("self.inputs[n] = x", "self.inputs[n].copy_(x)")
+    assert _codes(fixed) == []

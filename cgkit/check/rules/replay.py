@@ -746,12 +746,24 @@ def rebound_runner_input(region, ctx):
     inputs |= _runner_attrs_behind(sf, around)  # ``ids = self.input_ids[:bs]`` then captured with ids
     inputs |= {attr for attr in _runner_attrs_in_local_defs(sf, around)
                if is_tensor(attr_kind(sf.cls, attr, ctx.project))}  # ``def run_once(): ... self.ids[:bs]``
+    # Containers the capture's inputs are kept in (``self.inputs[n] = x``, with ``x`` read by the capture)
+    containers = set()
+    for name in around.reads:
+        if is_tensor(near.kind_before(sf, name, around.rs)):
+            containers |= {c for c in near.kept_in(region, ctx, name) if c.startswith(f"{sf.self_name}.")}
     for facts, spans in near.replay_sites(region, ctx):
+        if facts.cls is not sf.cls:
+            continue
         for store in facts.self_stores:
             line = store.stmt.lineno
-            if store.attr in inputs and store.value is not None and any(lo <= line <= hi for lo, hi in spans) \
-                    and facts.cls is sf.cls:
+            if store.attr in inputs and store.value is not None and any(lo <= line <= hi for lo, hi in spans):
                 yield found(store.stmt, module=facts.module, what=f"self.{store.attr}", line=region.line, how="rebound")
+        if facts.fref.key == region.scope.key:
+            continue  # the capturing function files its inputs away after the capture
+        for target, stmt in facts.item_stores:
+            if type(stmt) is ast.Assign and text_of(target.value) in containers \
+                    and any(lo <= stmt.lineno <= hi for lo, hi in spans):
+                yield found(stmt, module=facts.module, what=text_of(target), line=region.line, how="rebound")
 
 
 @RULES.also("CG405", Region())
@@ -807,6 +819,8 @@ def _runner_attrs_behind(sf, around) -> set[str]:
         if type(node) is ast.Assign and type(node.targets[0]) is ast.Tuple and type(value) is ast.Tuple:
             names = [t.id if type(t) is ast.Name else None for t in node.targets[0].elts]
             values = [value.elts[names.index(name)]] if name in names and len(value.elts) == len(names) else []
+        if len(values) == 1 and type(values[0]) in (ast.Tuple, ast.List):  # ``args = (self.atoms, self.src)``
+            values = list(values[0].elts)
         for v in values:
             while type(v) is ast.Subscript:
                 v = v.value
