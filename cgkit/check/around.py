@@ -489,29 +489,38 @@ def _writes_in_callee(tf, via, out: dict) -> None:
 
 
 def _setters_in_loops(region, ctx, out: dict) -> None:
-    """Methods of the compiled code's classes that set attributes and are called in a loop somewhere
-    (``model.anneal(step)`` in the training loop): each call changes a value the compiled code reads."""
+    """Methods of the compiled code's classes that set attributes, and functions of its file that set
+    globals (``global KEEP_RATIO; KEEP_RATIO = ...``), called in a loop that runs the compiled code
+    (``model.anneal(step)`` or ``set_keep_ratio(epoch)`` in the training loop): each call changes a value
+    the compiled code reads."""
     project = ctx.project
     reached = {facts.fref.key for facts, _span, _chain in region.reached}
     classes = {facts.cls for facts, _span, _chain in region.reached if facts.cls is not None}
     calls_in = {inv.facts.fref.key for inv in invocations(region, ctx)}  # functions that call the compiled code
     if not calls_in:
         return
-    for cls in classes:
-        for name, node in cls.methods.items():
-            if name == "__init__" or id(node) in reached:
-                continue
-            setter = facts_of(project, FuncRef(cls.module, node, cls, name))
-            if not setter.self_stores:
-                continue
-            for caller, call in call_sites(project, name, setter.fref):
-                if caller.module is not region.module:
-                    continue  # a loop in another script is not this compiled code's loop
-                cf = facts_of(project, caller)
-                loops = [lp for lp in cf.loops if lp.lineno <= call.lineno <= lp.end_lineno]
-                if any(_loop_runs(cf, lp, calls_in, ctx) for lp in loops):
-                    _writes_in_callee(setter, (caller.module, call), out)
-                    break
+    setters = [FuncRef(cls.module, node, cls, name) for cls in classes for name, node in cls.methods.items()
+               if name != "__init__" and id(node) not in reached]
+    setters += [fref for fref in functions_of(region.module) if fref.cls is None and fref.key not in reached
+                and type(fref.node) is not ast.Module and _sets_globals(fref.node)]
+    for fref in setters:
+        name = fref.name
+        setter = facts_of(project, fref)
+        if not setter.self_stores and not any(s.name in setter.global_names for s in setter.stores):
+            continue
+        for caller, call in call_sites(project, name, setter.fref):
+            if caller.module is not region.module:
+                continue  # a loop in another script is not this compiled code's loop
+            cf = facts_of(project, caller)
+            loops = [lp for lp in cf.loops if lp.lineno <= call.lineno <= lp.end_lineno]
+            if any(_loop_runs(cf, lp, calls_in, ctx) for lp in loops):
+                _writes_in_callee(setter, (caller.module, call), out)
+                break
+
+
+def _sets_globals(fn) -> bool:
+    """The function declares a ``global`` (and so, in all likelihood, sets it)."""
+    return any(type(node) is ast.Global for node in ast.walk(fn))
 
 
 def _loop_runs(facts, loop, targets: set, ctx) -> bool:

@@ -548,3 +548,30 @@ def test_runner_inputs_passed_as_a_tuple_or_kept_in_a_dict_and_rebound_before_re
     assert _codes(source) == [(20, "CG405"), (21, "CG405")]
     fixed = source.replace("self.a = a", "self.a.copy_(a)").replace("self.inputs[n] = x", "self.inputs[n].copy_(x)")
     assert _codes(fixed) == []
+
+
+def test_a_global_set_by_a_function_called_in_the_loop_that_runs_the_compiled_code():
+    source = """
+        import torch
+
+        RATIO = 0.3
+
+        @torch.compile(mode="reduce-overhead")
+        def keep(x):
+            return x[:, : int(x.shape[1] * RATIO)]
+
+        def set_ratio(epoch):
+            global RATIO
+            RATIO = 0.3 + 0.1 * epoch
+
+        def train(batches, epochs):
+            for epoch in range(epochs):
+                set_ratio(epoch)
+                for x in batches:
+                    keep(x).sum()
+    """
+    assert (7, "CG404") in _codes(source)
+    # Set once, before the loop: one value for every call.
+    once = source.replace("            for epoch in range(epochs):\n                set_ratio(epoch)\n",
+                          "            set_ratio(1)\n            for epoch in range(epochs):\n")
+    assert not [c for c in _codes(once) if c[1] == "CG404"]
