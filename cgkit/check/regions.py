@@ -236,7 +236,7 @@ class _Finder:
                     expr = item.context_expr
                     if type(expr) is ast.Call and finder._graph_context(target, target.cls, expr.func, depth + 1):
                         return True
-        return False
+        return _yields_between_capture_calls(target.node)
 
     def _device_module(self, scope: FuncRef, cls, expr) -> bool:
         """``torch.cuda``, ``torch.get_device_module(...)``, or ``self.X`` set from one of them."""
@@ -544,6 +544,20 @@ def _assigned_name(stmt) -> str | None:
         return None
     target = stmt.targets[0]
     return target.id if type(target) is ast.Name else target.attr if type(target) is ast.Attribute else None
+
+
+def _yields_between_capture_calls(fn) -> bool:
+    """``g.capture_begin()`` ... ``yield`` ... ``g.capture_end()`` (a @contextmanager around a capture)."""
+    begins, ends, yields = [], [], []
+    for node in ast.walk(fn):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute:
+            if node.func.attr == "capture_begin":
+                begins.append(node.lineno)
+            elif node.func.attr == "capture_end":
+                ends.append(node.lineno)
+        elif type(node) in (ast.Yield, ast.YieldFrom):
+            yields.append(node.lineno)
+    return any(b < y < e for b in begins for y in yields for e in ends)
 
 
 def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:

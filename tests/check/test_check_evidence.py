@@ -575,3 +575,30 @@ def test_a_global_set_by_a_function_called_in_the_loop_that_runs_the_compiled_co
     once = source.replace("            for epoch in range(epochs):\n                set_ratio(epoch)\n",
                           "            set_ratio(1)\n            for epoch in range(epochs):\n")
     assert not [c for c in _codes(once) if c[1] == "CG404"]
+
+
+def test_a_context_manager_that_yields_between_capture_begin_and_capture_end_captures_its_with_block():
+    source = """
+        import contextlib
+        import torch
+
+        @contextlib.contextmanager
+        def graph_region(graph):
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                graph.capture_begin()
+                try:
+                    yield graph
+                finally:
+                    graph.capture_end()
+            torch.cuda.current_stream().wait_stream(stream)
+
+        def capture(x):
+            (x * 2).sum().item()
+            g = torch.cuda.CUDAGraph()
+            with graph_region(g):
+                y = (x * 2).sum().item()
+            return g
+    """
+    assert _codes(source) == [(20, "CG101")]
