@@ -62,6 +62,7 @@ class Region:
         self.span: tuple[int, int] | None = None  # lines captured inside ``scope``
         self.ancestors: list[ast.stmt] = []  # enclosing statements inside ``scope``
         self.roots: list[FuncRef] = []  # functions that are captured as a whole
+        self.roots_guessed = False  # roots are the file's modules, for callables of unknown type
         self.graph_expr = None  # ``g`` in torch.cuda.graph(g) / g.capture_begin()
         self.targets: list[ast.expr] = []  # callables passed to make_graphed_callables / compile
         self.reached: list = []  # (facts, (first, last line), chain) of each function the region runs, once walked
@@ -311,6 +312,9 @@ class _Finder:
                     if target is not None:
                         region.targets = _flatten(target)
                         region.roots = self._resolve_targets(region.targets, scope, stmt.lineno)
+                        if not region.roots and len(region.targets) == 1:  # ``tuple(layers)`` of untyped modules
+                            region.roots = self._modules_compiled_here(region.targets[0])
+                            region.roots_guessed = bool(region.roots)
                         # Graphed callables are called with tensors: the parameters every call
                         # fills are tensors (those with defaults may keep them).
                         for root in region.roots:

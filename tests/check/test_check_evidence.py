@@ -602,3 +602,22 @@ def test_a_context_manager_that_yields_between_capture_begin_and_capture_end_cap
             return g
     """
     assert _codes(source) == [(20, "CG101")]
+
+
+def test_layers_of_unknown_type_graphed_from_a_list_reach_the_files_modules_and_their_loop_hooks():
+    source = """
+        import torch
+
+        class Layer(torch.nn.Module):
+            def forward(self, x):
+                return x * x.sum().item()
+
+        def stash(module, args):
+            module.last = args[0]
+
+        def build(layers, sample):
+            for layer in layers:
+                layer.register_forward_pre_hook(stash)
+            return torch.cuda.make_graphed_callables(tuple(layers), sample)
+    """
+    assert _codes(source) == [(5, "CG101"), (12, "CG503"), (13, "CG503")]

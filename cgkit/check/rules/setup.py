@@ -207,7 +207,7 @@ def hooks_before_graphing(region, ctx):
     names = {text_of(t) for t in region.targets}
     hooks = []  # (module, call, text)
     for c in sf.calls:
-        if c.meth in _HOOK_METHODS and c.node.lineno < rs and text_of(_container(c.node.func.value)) in names:
+        if c.meth in _HOOK_METHODS and c.node.lineno < rs and text_of(_container(c.node.func.value, sf, c.node.lineno)) in names:
             hooks.append((region.module, c.node, f"{text_of(c.node.func.value)}.{c.meth}()"))
     # A graphing helper (``def graph_modules(modules, ...)``): hooks its callers put on what they pass.
     params = [t.id for t in region.targets if type(t) is ast.Name and t.id in sf.params]
@@ -219,7 +219,7 @@ def hooks_before_graphing(region, ctx):
             for c in cf.calls:
                 if c.meth in _HOOK_METHODS and c.node.lineno < call.lineno and text_of(_container(c.node.func.value)) in passed:
                     hooks.append((caller.module, c.node, f"{text_of(c.node.func.value)}.{c.meth}()"))
-    for root in region.roots:
+    for root in region.roots if not region.roots_guessed else ():  # a guess of the class is no evidence here
         if root.cls is not None:
             for klass in root.cls.mro(ctx.project):
                 for call in class_attrs(klass, ctx.project).hooks:
@@ -234,10 +234,16 @@ def hooks_before_graphing(region, ctx):
         yield found(region.node, what=f"{what} ({where}){more}")
 
 
-def _container(expr):
-    """``blocks[0]`` -> ``blocks``: a hook on one module of a list that is graphed."""
+def _container(expr, facts=None, line: int = 0):
+    """``blocks[0]`` -> ``blocks``, or ``layer`` in ``for layer in blocks:`` -> ``blocks``: a hook on one
+    module of a list that is graphed."""
     while type(expr) is ast.Subscript:
         expr = expr.value
+    if facts is not None and type(expr) is ast.Name:
+        loops = [s for s in facts.stores if s.name == expr.id and s.loop_target
+                 and s.node.lineno <= line <= s.node.end_lineno and getattr(s.node, "iter", None) is not None]
+        if loops:
+            return _container(loops[-1].node.iter)
     return expr
 
 
