@@ -621,3 +621,26 @@ def test_layers_of_unknown_type_graphed_from_a_list_reach_the_files_modules_and_
             return torch.cuda.make_graphed_callables(tuple(layers), sample)
     """
     assert _codes(source) == [(5, "CG101"), (12, "CG503"), (13, "CG503")]
+
+
+def test_a_capture_of_an_untyped_model_held_by_the_runner_needs_a_warm_up():
+    source = """
+        import torch
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                return x * 2
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model.eval().cuda()
+                self.x = torch.zeros(4, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+
+            def build(self):
+                with torch.cuda.graph(self.graph):
+                    self.y = self.model(self.x)
+    """
+    assert _codes(source) == [(14, "CG508")]
+    warmed = source.replace("            def build(self):\n", "            def build(self):\n                self.model(self.x)\n")
+    assert _codes(warmed) == []

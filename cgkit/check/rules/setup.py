@@ -570,7 +570,7 @@ def capture_without_warmup(region, ctx):
             if c.meth == "step" and type(c.recv) is tuple and c.recv[0] == "optim":
                 needs = "an optimizer step"
                 break
-            if _callable_object(sf.infer(c.node.func), project):
+            if _callable_object(sf.infer(c.node.func), project) or _runs_a_module_forward(sf, c, ctx):
                 name = text_of(c.node.func)
                 # A forward-only capture is warmed up by any earlier call of the same module.
                 if not any(o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls):
@@ -589,6 +589,13 @@ def passed_callable_without_warmup(region, ctx):
         if needs:
             what = f"`{passed.target.display}` (passed to `{passed.helper}`), which runs {needs},"
             yield found(passed.call, module=passed.caller.module, what=what)
+
+
+def _runs_a_module_forward(facts, call, ctx) -> bool:
+    """``self.model(x)`` of an untyped model that the checker follows into the file's modules."""
+    if type(call.node.func) not in (ast.Name, ast.Attribute):
+        return False
+    return any(t.name == "forward" and t.cls is not None and t.cls.is_module(ctx.project) for t in ctx.resolve(facts, call))
 
 
 def _needs_warmup(facts, project) -> str | None:
