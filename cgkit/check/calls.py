@@ -33,6 +33,8 @@ def resolve_call(facts, call) -> list[FuncRef]:
             return kind_targets(kind, facts, project)
         if name in facts.params and not any(s.name == name for s in facts.stores):
             return _modules_of_file(facts)  # ``model(x)`` of an untyped parameter
+        if _held_by_self(func, facts) and facts.kind_of_name(name) is None:  # ``for cb in self.hooks: cb(x)``
+            return _callable_objects_of_file(facts)
         if name in facts.params or any(s.name == name for s in facts.stores):
             return []
         module = facts.module
@@ -103,6 +105,15 @@ def _held_by_self(node, facts) -> bool:
         return True
     loops = [s for s in facts.stores if s.name == node.id and s.loop_target]
     return bool(loops) and all(_held_by_self(getattr(s.node, "iter", None), facts) for s in loops)
+
+
+def _callable_objects_of_file(facts) -> list[FuncRef]:
+    """An object of unknown type called: the ``__call__`` of the file's one class (other than the caller's)
+    that defines it, or of each override in one class hierarchy."""
+    owners = [cls for cls in facts.module.classes.values() if cls is not facts.cls and "__call__" in cls.methods]
+    if len(owners) > 1 and not any(all(base in other.mro(facts.project) for other in owners) for base in owners):
+        return []
+    return [FuncRef(facts.module, cls.methods["__call__"], cls, "__call__") for cls in owners]
 
 
 def _only_method_named(facts, attr: str) -> list[FuncRef]:

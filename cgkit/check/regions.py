@@ -273,6 +273,8 @@ class _Finder:
                     region.span = (stmt.body[0].lineno, stmt.end_lineno)
                     region.ancestors = list(ancestors)
                     region.graph_expr = expr.args[0] if expr.args else _kwarg(expr, "cuda_graph")
+                    if self._qual(scope, expr.func) not in _GRAPH_QUALS and type(item.optional_vars) is ast.Name:
+                        region.graph_expr = item.optional_vars  # ``with capture_helper(pool) as g:``
                     self.regions.append(region)
             exprs = [item.context_expr for item in stmt.items]
         elif isinstance(stmt, _NESTED_BLOCKS):

@@ -644,3 +644,44 @@ def test_a_capture_of_an_untyped_model_held_by_the_runner_needs_a_warm_up():
     assert _codes(source) == [(14, "CG508")]
     warmed = source.replace("            def build(self):\n", "            def build(self):\n                self.model(self.x)\n")
     assert _codes(warmed) == []
+
+
+def test_callable_objects_held_by_the_runner_and_a_graph_bound_by_a_capture_helpers_with():
+    source = """
+        import contextlib
+        import torch
+
+        @contextlib.contextmanager
+        def capture(pool):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool):
+                yield g
+
+        class Stats:
+            def __call__(self, keep):
+                self.last = keep.float().mean().item()
+
+        class Cache:
+            def __init__(self, hooks):
+                self.hooks = list(hooks)
+                self.x = torch.zeros(8, device="cuda")
+                self.limit = 4
+
+            def step(self):
+                y = self.x * 2
+                for hook in self.hooks:
+                    hook(y)
+
+            def build(self):
+                self.step()
+                with capture(None) as g:
+                    self.step()
+                self.graph = g
+
+            def run(self, x):
+                self.x = x
+                self.graph.replay()
+    """
+    codes = _codes(source)
+    assert (12, "CG101") in codes  # Stats.__call__, run by ``hook(y)`` inside the capture
+    assert (32, "CG405") in codes  # ``self.x`` rebound in the method that replays the graph bound by ``as g``

@@ -746,6 +746,9 @@ def rebound_runner_input(region, ctx):
     inputs |= _runner_attrs_behind(sf, around)  # ``ids = self.input_ids[:bs]`` then captured with ids
     inputs |= {attr for attr in _runner_attrs_in_local_defs(sf, around)
                if is_tensor(attr_kind(sf.cls, attr, ctx.project))}  # ``def run_once(): ... self.ids[:bs]``
+    for facts, _span, _chain in region.reached:  # the runner's own methods that the capture runs
+        if facts.cls is sf.cls and facts.fref.key != sf.fref.key:
+            inputs |= {n.attr for n in facts.self_loads if is_tensor(attr_kind(sf.cls, n.attr, ctx.project))}
     # Containers the capture's inputs are kept in (``self.inputs[n] = x``, with ``x`` read by the capture)
     containers = set()
     for name in around.reads:
