@@ -340,6 +340,7 @@ class _Finder:
     def _modules_compiled_here(self, target) -> list[FuncRef]:
         """A compiled target the checker cannot type (``model.forward`` of a parameter, ``m`` from a
         dict of modules): the forwards of the modules this file defines are what it compiles."""
+        target = _module_itself(target)
         if type(target) in (ast.Lambda, ast.Call, ast.Constant):
             return []
         if type(target) is ast.Attribute and target.attr != "forward":
@@ -423,8 +424,25 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
             return [target]
         return []
     if t is ast.Call:
-        return kind_targets(facts.infer(expr), facts, project, _depth)
+        found = kind_targets(facts.infer(expr), facts, project, _depth)
+        inner = _module_itself(expr)
+        if not found and inner is not expr:  # ``encoder.cuda()``, ``model.eval()``: the module itself
+            return resolve_callable(facts, inner, line, project, _depth + 1)
+        return found
+    if t is ast.Lambda and type(expr.body) is ast.Call:  # ``lambda h, s: edge_scores(h, s, cfg)``
+        return resolve_callable(facts, expr.body.func, line, project, _depth + 1)
     return []
+
+
+# Module methods that return the module itself: ``torch.compile(model.cuda())`` compiles ``model``.
+_RETURNS_SELF = frozenset("cuda to eval train half float bfloat16 double requires_grad_ share_memory".split())
+
+
+def _module_itself(expr):
+    """``model`` for ``model.cuda().eval()``; the expression itself otherwise."""
+    while type(expr) is ast.Call and type(expr.func) is ast.Attribute and expr.func.attr in _RETURNS_SELF:
+        expr = expr.func.value
+    return expr
 
 
 def kind_targets(kind, facts, project: Project, depth: int = 0) -> list[FuncRef]:

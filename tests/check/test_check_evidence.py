@@ -685,3 +685,25 @@ def test_callable_objects_held_by_the_runner_and_a_graph_bound_by_a_capture_help
     codes = _codes(source)
     assert (12, "CG101") in codes  # Stats.__call__, run by ``hook(y)`` inside the capture
     assert (32, "CG405") in codes  # ``self.x`` rebound in the method that replays the graph bound by ``as g``
+
+
+def test_a_compiled_model_cuda_call_and_a_compiled_lambda_reach_what_they_wrap():
+    source = """
+        import time
+        import torch
+
+        class Encoder(torch.nn.Module):
+            def forward(self, x):
+                self.t = time.perf_counter()
+                return x * 2
+
+        def score(h, idx):
+            idx.clamp_(0, 3)
+            return h[idx]
+
+        def build(encoder):
+            enc = torch.compile(encoder.cuda().eval(), mode="reduce-overhead")
+            scorer = torch.compile(lambda h, i: score(h, i), mode="reduce-overhead")
+            return enc, scorer
+    """
+    assert _codes(source) == [(6, "CG411"), (10, "CG510")]
