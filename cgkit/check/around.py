@@ -364,7 +364,9 @@ def _reads_any(node, names: set[str]) -> bool:
 
 def _replay_method_callers(region, ctx) -> list:
     """Loops that call a runner's replaying method (``graphed()`` for a ``__call__`` that replays,
-    ``runner.run(x)``): what they set runs between two replays. ``[(facts, [(first, last), ...])]``."""
+    ``runner.run(x)``): what they set runs between two replays. A method of the runner that calls it
+    (``calibrate()`` setting a flag, then calling ``self.serve(b)``) and does not capture runs after the
+    capture, all of it. ``[(facts, [(first, last), ...])]``."""
     methods = {(facts.cls, facts.fref.name) for facts, _ in replay_sites(region, ctx)
                if facts.cls is not None and facts.fref.name in facts.cls.methods}
     if not methods:
@@ -378,11 +380,37 @@ def _replay_method_callers(region, ctx) -> list:
             owner = facts.kind_of_name(func.id) if type(func) is ast.Name else c.recv if c.meth else None
             name = "__call__" if type(func) is ast.Name else c.meth
             cls = owner[1] if type(owner) is tuple and len(owner) > 1 and owner[0] == "inst" else None
+            if cls is None and type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id == facts.self_name:
+                cls = facts.cls  # ``self.serve(b)`` in another method of the runner
+                if (cls, name) in methods and not _captures_again(facts, region):
+                    loops.append((fref.node.lineno, fref.node.end_lineno))
             if cls is not None and (cls, name) in methods:
                 loops += [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= c.node.lineno <= lp.end_lineno]
         if loops:
             out.append((facts, loops))
     return out
+
+
+def _iterates_self_attr(facts, name: str) -> bool:
+    """``name`` is the variable of a loop over a part of ``self`` (``for layer in self.layers``)."""
+    loops = [s for s in facts.stores if s.name == name and s.loop_target]
+    if not loops or facts.self_name is None:
+        return False
+    for s in loops:
+        node = getattr(s.node, "iter", None)
+        while type(node) in (ast.Attribute, ast.Subscript):
+            node = node.value
+        if type(node) is not ast.Name or node.id != facts.self_name:
+            return False
+    return True
+
+
+def _captures_again(facts, region) -> bool:
+    """The function holds the capture, or calls the function that holds it."""
+    scope = region.scope
+    if scope is None or facts.fref.key == scope.key:
+        return True
+    return any(c.meth == scope.name or (type(c.node.func) is ast.Name and c.node.func.id == scope.name) for c in facts.calls)
 
 
 def replay_sites(region, ctx) -> list:
@@ -443,7 +471,7 @@ def _writes(sf, between, ctx, out: dict, recapture=None, callees=True) -> None:
     for owner, attr, stmt in sf.attr_stores:
         if between(stmt.lineno) and _python_value(sf, stmt):
             cls = instance_class(sf, sf.infer(owner))
-            if cls is not None:
+            if cls is not None or _iterates_self_attr(sf, owner.id):  # ``for layer in self.layers: layer.flag = ...``
                 out.setdefault(("attr", attr), []).append(Change(sf.module, stmt, cls, literal=_literal_store(sf, stmt)))
     if sf.cls is not None:
         for store in sf.self_stores:

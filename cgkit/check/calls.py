@@ -104,13 +104,22 @@ def _held_by_self(node, facts) -> bool:
     if node.id == facts.self_name:
         return True
     loops = [s for s in facts.stores if s.name == node.id and s.loop_target]
-    return bool(loops) and all(_held_by_self(getattr(s.node, "iter", None), facts) for s in loops)
+    return bool(loops) and all(_held_by_self(_iterated(getattr(s.node, "iter", None)), facts) for s in loops)
+
+
+def _iterated(node):
+    """``self.layers`` for ``enumerate(self.layers)`` or ``reversed(self.layers)``."""
+    if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id in ("enumerate", "reversed") and node.args:
+        return node.args[0]
+    return node
 
 
 def _callable_objects_of_file(facts) -> list[FuncRef]:
     """An object of unknown type called: the ``__call__`` of the file's one class (other than the caller's)
-    that defines it, or of each override in one class hierarchy."""
+    that defines it, or of each override in one class hierarchy; with none, the file's modules."""
     owners = [cls for cls in facts.module.classes.values() if cls is not facts.cls and "__call__" in cls.methods]
+    if not owners:  # no callable class: the modules of the file (``for layer in self.layers: x = layer(x)``)
+        return _modules_of_file(facts)
     if len(owners) > 1 and not any(all(base in other.mro(facts.project) for other in owners) for base in owners):
         return []
     return [FuncRef(facts.module, cls.methods["__call__"], cls, "__call__") for cls in owners]

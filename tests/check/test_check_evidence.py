@@ -707,3 +707,83 @@ def test_a_compiled_model_cuda_call_and_a_compiled_lambda_reach_what_they_wrap()
             return enc, scorer
     """
     assert _codes(source) == [(6, "CG411"), (10, "CG510")]
+
+
+def test_a_flag_a_runner_method_sets_before_replaying_and_layers_called_in_a_loop_over_self():
+    source = """
+        import torch
+
+        class Quant(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.calibrating = False
+
+            def forward(self, x):
+                if self.calibrating:
+                    x = x * 2
+                return x
+
+        class Tower:
+            def __init__(self, layers):
+                self.layers = torch.nn.ModuleList(layers)
+                self.x = torch.zeros(4, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+
+            def _forward(self, x):
+                for i, layer in enumerate(self.layers):
+                    x = layer(x)
+                return x
+
+            def build(self):
+                self._forward(self.x)
+                with torch.cuda.graph(self.graph):
+                    self.out = self._forward(self.x)
+
+            def calibrate(self, batches):
+                for layer in self.layers:
+                    layer.calibrating = True
+                for b in batches:
+                    self.serve(b)
+
+            def serve(self, b):
+                self.x.copy_(b)
+                self.graph.replay()
+                return self.out.clone()
+    """
+    assert (9, "CG404") in _codes(source)
+
+
+def test_an_objects_update_method_and_a_one_time_dtype_fix_up_are_not_host_state():
+    source = """
+        import torch
+
+        class Cache(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("k", torch.zeros(8, device="cuda"))
+
+            def forward(self, k):
+                if self.k.dtype != k.dtype:
+                    self.k = self.k.to(k.dtype)
+                return self.k + k
+
+        class Attention(torch.nn.Module):
+            def __init__(self, store):
+                super().__init__()
+                self.store = store
+                self.cache = Cache()
+
+            def forward(self, x):
+                self.store.update(x)
+                return self.cache(x)
+
+        def capture(attn, x):
+            attn(x)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = attn(x)
+            return g, y
+    """
+    assert _codes(source) == []
+    # A dict the class builds is a host container: its update is host state changed once, at capture.
+    assert (20, "CG402") in _codes(source.replace("self.store = store", "self.store = {}"))

@@ -8,6 +8,7 @@ from cgkit.check import around as near
 from cgkit.check import callers
 from cgkit.check.facts import RANDOM_FACTORIES, attr_kind, facts_of, is_tensor, module_facts
 from cgkit.check.model import Rule
+from cgkit.check.names import dotted
 from cgkit.check.project import FuncRef
 from cgkit.check.rules._base import Body, Calls, Each, Family, Region, code, found, is_false, text_of
 
@@ -332,8 +333,48 @@ _MUTATORS = frozenset("append extend insert add update setdefault appendleft put
 )
 def host_container_update(c, f):
     value = c.node.func.value
+    if c.meth in _OBJECT_METHOD_NAMES and not _built_as_container(f, value):
+        return  # ``self.kv_cache.update(pos, k, v)``: a method of some object, not a dict's update
     if _persistent_container(f, value) and not _popped_too(f, value):
         yield found(c.node, c.stmt, what=f"`{text_of(value)}.{c.meth}()`")
+
+
+# Container methods that other objects have under the same name (a KV cache's ``update``, a queue's
+# ``put``): reported only on what the class builds as a container.
+_OBJECT_METHOD_NAMES = frozenset(("update", "add", "put"))
+_CONTAINER_CALLS = frozenset("list dict set deque defaultdict Counter OrderedDict".split())
+
+
+def _built_as_container(f, value) -> bool:
+    """``self.stats`` assigned a list, dict or set (literal, comprehension or constructor) in its class,
+    or a module-level name assigned one."""
+    while type(value) is ast.Subscript:
+        value = value.value
+    if type(value) is ast.Attribute and type(value.value) is ast.Name and value.value.id == f.self_name and f.cls is not None:
+        nodes = [n for method in f.cls.methods.values() for n in ast.walk(method)]
+        attr = value.attr
+    elif type(value) is ast.Name:
+        nodes, attr = list(f.module.tree.body), None
+    else:
+        return False
+    for node in nodes:
+        if type(node) is not ast.Assign:
+            continue
+        for target in node.targets:
+            named = (target.attr == attr and type(target.value) is ast.Name) if type(target) is ast.Attribute and attr \
+                else (type(target) is ast.Name and attr is None and target.id == value.id)
+            if named and _is_container_value(node.value):
+                return True
+    return False
+
+
+def _is_container_value(node) -> bool:
+    if type(node) in (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp):
+        return True
+    if type(node) is ast.Call:
+        parts = dotted(node.func)
+        return bool(parts) and parts[-1] in _CONTAINER_CALLS
+    return False
 
 
 def _popped_too(f, value) -> bool:
@@ -797,6 +838,17 @@ def compiled_module_state_rebound(region, ctx):
                                 how=f"replaced by `{cls.name}.{name}()`")
 
 
+def _fix_up_once(f, stmt, attr: str) -> bool:
+    """``if self.k.dtype != k.dtype: self.k = self.k.to(k.dtype)``: a conversion guarded by a test on the
+    attribute itself runs once (the first call makes the test false), like a lazy cache."""
+    for node in ast.walk(f.fref.node):
+        if type(node) is ast.If and node.body and node.body[0].lineno <= stmt.lineno <= node.body[-1].end_lineno:
+            for n in ast.walk(node.test):
+                if type(n) is ast.Attribute and n.attr == attr and type(n.value) is ast.Name and n.value.id == f.self_name:
+                    return True
+    return False
+
+
 def _runner_attrs_in_local_defs(sf, around) -> set[str]:
     """Attributes of ``self`` read by functions defined in the capturing method and called in the capture
     (``def run_once(): return self.model(self.input_ids[:bs])``, then ``out = run_once()`` in the region)."""
@@ -922,6 +974,8 @@ def rebound_input_of_helper(region, ctx):
 def state_rebound_in_region(item, f):
     attr, stmt, value, _kind = item
     if type(stmt) is ast.AugAssign or value is None or not _reads_self_attr(value, f.self_name, attr):
+        return
+    if _fix_up_once(f, stmt, attr):
         return
     kind = attr_kind(f.cls, attr, f.project) if f.cls is not None else None
     if is_tensor(kind) or is_tensor(f.infer(value)):
