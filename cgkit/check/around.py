@@ -158,11 +158,11 @@ def kept_in(region, ctx, name: str) -> set[str]:
         return set()
     facts = facts_of(ctx.project, region.scope)
     out = _containers_of(facts, {name})
-    position = _returned_at(region.scope.node, name) if type(region.scope.node) is not ast.Module else None
-    if position is not None:
+    returned = returned_positions(region.scope.node, {name}) if type(region.scope.node) is not ast.Module else {}
+    if returned:
         for fref, call in call_sites(ctx.project, region.scope.name, region.scope):
             caller = facts_of(ctx.project, fref)
-            out |= _containers_of(caller, _names_bound_at(caller, call, position))
+            out |= _containers_of(caller, bound_from(caller, call, returned))
     return out
 
 
@@ -189,30 +189,32 @@ def _containers_of(facts, names: set[str]) -> set[str]:
     return out
 
 
-def _returned_at(fn, name: str):
-    """Where ``fn`` returns ``name``: an index in a returned tuple, -1 for the whole value, None if not."""
+def returned_positions(fn, names: set[str]) -> dict:
+    """{position in the returned tuple (None: the whole value): name} for the ``names`` a function returns
+    (``return g, out``)."""
+    out = {}
     for node in ast.walk(fn):
         if type(node) is ast.Return and node.value is not None:
-            if type(node.value) is ast.Name and node.value.id == name:
-                return -1
-            if type(node.value) is ast.Tuple:
-                for i, elt in enumerate(node.value.elts):
-                    if type(elt) is ast.Name and elt.id == name:
-                        return i
-    return None
+            value = node.value
+            if type(value) is ast.Tuple:
+                for i, elt in enumerate(value.elts):
+                    if type(elt) is ast.Name and elt.id in names:
+                        out[i] = elt.id
+            elif type(value) is ast.Name and value.id in names:
+                out[None] = value.id
+    return out
 
 
-def _names_bound_at(facts, call, position: int) -> set[str]:
-    """The caller's name receiving the returned value at ``position`` (``g, out = capture(...)``)."""
+def bound_from(facts, call, returned: dict) -> set[str]:
+    """The caller's names that receive the returned values (``g, x, y = capture(...)``)."""
     for s in facts.stores:
         stmt = s.node
         if type(stmt) is ast.Assign and stmt.value is call:
             target = stmt.targets[0]
-            if position == -1 and type(target) is ast.Name:
+            if type(target) is ast.Tuple:
+                return {t.id for i, t in enumerate(target.elts) if i in returned and type(t) is ast.Name}
+            if type(target) is ast.Name and None in returned:
                 return {target.id}
-            if position >= 0 and type(target) is ast.Tuple and position < len(target.elts) \
-                    and type(target.elts[position]) is ast.Name:
-                return {target.elts[position].id}
     return set()
 
 
@@ -795,7 +797,7 @@ def _text(node) -> str | None:
 
 __all__ = [
     "Around", "Change", "Invocation", "Read", "around", "changes_between", "compiled_names", "group_key",
-    "initial_literal", "instance_class", "invocations", "kept_in", "replay_sites", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
+    "bound_from", "initial_literal", "instance_class", "invocations", "kept_in", "returned_positions", "replay_sites", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
     "replay_loops", "tensor_lr",
 ]
 

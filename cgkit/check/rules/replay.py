@@ -1065,11 +1065,11 @@ def output_kept_elsewhere(region, ctx):
     if around is None:
         return
     outputs = set(around.stores)
-    returned = _returned_positions(region.scope.node, outputs) if type(region.scope.node) is not ast.Module else {}
+    returned = near.returned_positions(region.scope.node, outputs) if type(region.scope.node) is not ast.Module else {}
     if returned:
         for fref, call in callers.call_sites(ctx.project, region.scope.name, region.scope):
             facts = facts_of(ctx.project, fref)
-            kept = _bound_from(facts, call, returned)
+            kept = near.bound_from(facts, call, returned)
             loops = _replay_loops(facts)
             for name, stmt in facts.escapes:
                 if name in kept and any(lo <= stmt.lineno <= hi for lo, hi in loops):
@@ -1118,34 +1118,6 @@ def _views_of(facts, attrs: set[str]) -> set[str]:
         if type(s.node) is ast.Assign and value is not None and _output_base(value, attrs, views):
             views.add(s.name)
     return views
-
-
-def _returned_positions(fn, outputs: set[str]) -> dict:
-    """{position in the returned tuple (None: the whole value): name} for captured outputs returned."""
-    out = {}
-    for node in ast.walk(fn):
-        if type(node) is ast.Return and node.value is not None:
-            value = node.value
-            if type(value) is ast.Tuple:
-                for i, elt in enumerate(value.elts):
-                    if type(elt) is ast.Name and elt.id in outputs:
-                        out[i] = elt.id
-            elif type(value) is ast.Name and value.id in outputs:
-                out[None] = value.id
-    return out
-
-
-def _bound_from(facts, call, returned: dict) -> set[str]:
-    """The caller's names that receive the returned outputs (``g, x, y = capture(...)``)."""
-    for s in facts.stores:
-        stmt = s.node
-        if type(stmt) is ast.Assign and stmt.value is call:
-            target = stmt.targets[0]
-            if type(target) is ast.Tuple:
-                return {t.id for i, t in enumerate(target.elts) if i in returned and type(t) is ast.Name}
-            if type(target) is ast.Name and None in returned:
-                return {target.id}
-    return set()
 
 
 def _replay_loops(facts) -> list[tuple[int, int]]:
