@@ -373,8 +373,16 @@ def _replay_method_callers(region, ctx) -> list:
                if facts.cls is not None and facts.fref.name in facts.cls.methods}
     if not methods:
         return []
+    # Only functions whose text can call one of them: ``.serve(``, or the class's name for ``graphed()``.
+    needles = {f".{name}(" for _cls, name in methods if name != "__call__"}
+    needles |= {f"{cls.name}(" for cls, name in methods if name == "__call__"}
+    lines = region.module.lines
     out = []
     for fref in functions_of(region.module):
+        node = fref.node
+        text = region.module.text if type(node) is ast.Module else "\n".join(lines[node.lineno - 1 : node.end_lineno])
+        if not any(needle in text for needle in needles):
+            continue
         facts = facts_of(ctx.project, fref)
         loops = []
         for c in facts.calls:
