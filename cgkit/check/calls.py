@@ -12,7 +12,13 @@ import ast
 
 from cgkit.check.facts import argument_kinds, attr_kind, facts_of
 from cgkit.check.project import ClassIndex, FuncRef
-from cgkit.check.regions import LIBRARY_METHOD_NAMES, kind_targets, resolve_callable
+from cgkit.check.regions import (
+    LIBRARY_METHOD_NAMES,
+    kind_targets,
+    methods_of_file,
+    modules_of_file,
+    resolve_callable,
+)
 
 MAX_DEPTH = 12
 CANDIDATE_DEPTH = 3  # candidates (no capture in view, info only): their own code and a few calls down
@@ -89,9 +95,7 @@ def resolve_call(facts, call) -> list[FuncRef]:
 def _modules_of_file(facts) -> list[FuncRef]:
     """An object of unknown type called (``self.model(x)`` with ``model`` an untyped parameter of
     ``__init__``): the forwards of the modules this file defines, other than the caller's own class."""
-    own = facts.cls
-    return [FuncRef(facts.module, cls.methods["forward"], cls, "forward") for cls in facts.module.classes.values()
-            if cls is not own and "forward" in cls.methods and cls.is_module(facts.project)]
+    return modules_of_file(facts.module, facts.project, other_than=facts.cls)
 
 
 def _held_by_self(node, facts) -> bool:
@@ -115,28 +119,19 @@ def _iterated(node):
 
 
 def _callable_objects_of_file(facts) -> list[FuncRef]:
-    """An object of unknown type called: the ``__call__`` of the file's one class (other than the caller's)
-    that defines it, or of each override in one class hierarchy; with none, the file's modules."""
-    owners = [cls for cls in facts.module.classes.values() if cls is not facts.cls and "__call__" in cls.methods]
-    if not owners:  # no callable class: the modules of the file (``for layer in self.layers: x = layer(x)``)
-        return _modules_of_file(facts)
-    if len(owners) > 1 and not any(all(base in other.mro(facts.project) for other in owners) for base in owners):
-        return []
-    return [FuncRef(facts.module, cls.methods["__call__"], cls, "__call__") for cls in owners]
+    """An object of unknown type called: the ``__call__`` of the file's class that defines it (one, or one
+    hierarchy's); with no such class, the file's modules."""
+    if not any(cls is not facts.cls and "__call__" in cls.methods for cls in facts.module.classes.values()):
+        return _modules_of_file(facts)  # ``for layer in self.layers: x = layer(x)``
+    return methods_of_file(facts.module, "__call__", facts.project, other_than=facts.cls)
 
 
 def _only_method_named(facts, attr: str) -> list[FuncRef]:
-    """``obj.meth(...)`` on an object of unknown type: the file's one class (other than the caller's)
-    that defines ``meth``, or the overrides of it in one class hierarchy, when the name is not a common
-    library method's."""
+    """``obj.meth(...)`` on an object of unknown type: the file's class that defines ``meth`` (one, or one
+    hierarchy's), when the name is not a common library method's."""
     if attr.startswith("__") or attr in LIBRARY_METHOD_NAMES:
         return []
-    owners = [cls for cls in facts.module.classes.values() if cls is not facts.cls and attr in cls.methods]
-    if len(owners) > 1:  # the overrides of one base's method (callbacks): each may be the one called
-        project = facts.project
-        if not any(all(base in other.mro(project) for other in owners) for base in owners):
-            return []
-    return [FuncRef(facts.module, cls.methods[attr], cls, attr) for cls in owners]
+    return methods_of_file(facts.module, attr, facts.project, other_than=facts.cls)
 
 
 def _constructor(cls: ClassIndex, project) -> list[FuncRef]:

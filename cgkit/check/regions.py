@@ -346,13 +346,10 @@ class _Finder:
         if type(target) is ast.Attribute and target.attr != "forward":
             if target.attr.startswith("__") or target.attr in LIBRARY_METHOD_NAMES:
                 return []  # ``torch.compile(opt.step)``
-            owners = [cls for cls in self.module.classes.values() if target.attr in cls.methods]
-            if owners:  # ``torch.compile(model.decode_step)``: the file's one class with that method
-                return [FuncRef(self.module, owners[0].methods[target.attr], owners[0], target.attr)] \
-                    if len(owners) == 1 else []
+            if any(target.attr in cls.methods for cls in self.module.classes.values()):
+                return methods_of_file(self.module, target.attr, self.project)  # ``torch.compile(model.decode_step)``
             # no method of that name: an object held in an attribute (``self.model``), compiled whole
-        return [FuncRef(self.module, cls.methods["forward"], cls, "forward") for cls in self.module.classes.values()
-                if "forward" in cls.methods and cls.is_module(self.project)]
+        return modules_of_file(self.module, self.project)
 
     def _capture_begin(self, call, stmt, stmts, index, scope, ancestors) -> None:
         end_stmt = None
@@ -432,6 +429,23 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
     if t is ast.Lambda and type(expr.body) is ast.Call:  # ``lambda h, s: edge_scores(h, s, cfg)``
         return resolve_callable(facts, expr.body.func, line, project, _depth + 1)
     return []
+
+
+def modules_of_file(module: ModuleIndex, project: Project, other_than: ClassIndex | None = None) -> list[FuncRef]:
+    """The forwards of the ``nn.Module`` classes a file defines: what a model of unknown type in that file
+    runs when it is called, compiled or graphed (a guess from the file, not from the code's types)."""
+    return [FuncRef(module, cls.methods["forward"], cls, "forward") for cls in module.classes.values()
+            if cls is not other_than and "forward" in cls.methods and cls.is_module(project)]
+
+
+def methods_of_file(module: ModuleIndex, name: str, project: Project, other_than: ClassIndex | None = None) -> list[FuncRef]:
+    """The method ``name`` of the file's one class that defines it (other than ``other_than``), or of each
+    class of one hierarchy that does (callbacks overriding a base's method); nothing when unrelated
+    classes share the name."""
+    owners = [cls for cls in module.classes.values() if cls is not other_than and name in cls.methods]
+    if len(owners) > 1 and not any(all(base in other.mro(project) for other in owners) for base in owners):
+        return []
+    return [FuncRef(module, cls.methods[name], cls, name) for cls in owners]
 
 
 # Module methods that return the module itself: ``torch.compile(model.cuda())`` compiles ``model``.
