@@ -323,6 +323,9 @@ def _compute_changes(region, ctx) -> dict:
     for passed in region.passed:  # a capture helper: its callers run on after it returns the graph
         end = passed.call.end_lineno
         _writes(facts_of(project, passed.caller), lambda line, end=end: line > end, ctx, out)
+        if passed.helper.startswith("@"):  # a capturing decorator: each later call of the function replays
+            for fref, _call in call_sites(project, passed.target.name, passed.target):
+                _writes(facts_of(project, fref), lambda line: True, ctx, out, recapture=passed.target)
     rs, re_ = region.stmt.lineno, region.stmt.end_lineno
     for facts, loops in replay_sites(region, ctx):  # a runner: the code that runs between its replays
         same = region.scope is not None and facts.fref.key == region.scope.key

@@ -787,3 +787,47 @@ def test_an_objects_update_method_and_a_one_time_dtype_fix_up_are_not_host_state
     assert _codes(source) == []
     # A dict the class builds is a host container: its update is host state changed once, at capture.
     assert (20, "CG402") in _codes(source.replace("self.store = store", "self.store = {}"))
+
+
+def test_a_counter_changed_before_each_call_of_a_function_a_decorator_captures():
+    source = """
+        import functools
+        import torch
+
+        def captured(fn):
+            graphs = {}
+
+            @functools.wraps(fn)
+            def wrapper(self):
+                g = graphs.get(id(self))
+                if g is None:
+                    fn(self)
+                    side = torch.cuda.Stream()
+                    side.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(side):
+                        g = torch.cuda.CUDAGraph()
+                        g.capture_begin()
+                        fn(self)
+                        g.capture_end()
+                    torch.cuda.current_stream().wait_stream(side)
+                    graphs[id(self)] = g
+                g.replay()
+
+            return wrapper
+
+        class EMA:
+            def __init__(self, params):
+                self.params = params
+                self.shadow = [p.detach().clone() for p in params]
+                self.updates = 0
+
+            @captured
+            def _update(self):
+                decay = min(0.999, (1 + self.updates) / (10 + self.updates))
+                torch._foreach_lerp_(self.shadow, self.params, 1.0 - decay)
+
+            def update(self):
+                self.updates += 1
+                self._update()
+    """
+    assert (33, "CG404") in _codes(source)
