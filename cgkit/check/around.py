@@ -490,7 +490,7 @@ def _writes(sf, between, ctx, out: dict, recapture=None, callees=True) -> None:
         for store in sf.self_stores:
             if between(store.stmt.lineno) and not is_tensor(store.kind) and type(store.kind) is not tuple:
                 out.setdefault(("attr", store.attr), []).append(
-                    Change(sf.module, store.stmt, sf.cls, literal=_literal_store(sf, store.stmt)))
+                    Change(sf.module, store.stmt, sf.cls, literal=_literal_store(sf, store.stmt, store.attr)))
     for _owner, attr, stmt in sf.held_stores:  # ``self.model.temperature = t``: a part of unknown class
         if between(stmt.lineno) and _python_value(sf, stmt):
             out.setdefault(("attr", attr), []).append(Change(sf.module, stmt, None, literal=_literal_store(sf, stmt)))
@@ -640,7 +640,12 @@ def _number_expr(value) -> bool:
         return _number_expr(value.left) or _number_expr(value.right)
     if t is ast.IfExp:
         return _number_expr(value.body) and _number_expr(value.orelse)
+    if t is ast.Call and type(value.func) is ast.Name and value.func.id in _NUMBER_BUILTINS:
+        return True  # ``float(hist.mean())``, ``int(n * ratio)``: a Python number whatever goes in
     return False
+
+
+_NUMBER_BUILTINS = frozenset(("float", "int", "bool", "round", "len"))
 
 
 def scalar_literal(value) -> bool:
@@ -650,12 +655,24 @@ def scalar_literal(value) -> bool:
     return _number_expr(value)
 
 
-def _literal_store(facts, stmt) -> bool:
+def _element_for(stmt, attr: str | None):
+    """The value a statement stores into ``attr``: the matching element of ``self.a, self.b = x, y``."""
+    value = getattr(stmt, "value", None)
+    targets = getattr(stmt, "targets", None)
+    if attr is not None and targets and type(targets[0]) is ast.Tuple and type(value) is ast.Tuple \
+            and len(targets[0].elts) == len(value.elts):
+        for target, element in zip(targets[0].elts, value.elts, strict=True):
+            if type(target) is ast.Attribute and target.attr == attr:
+                return element
+    return value
+
+
+def _literal_store(facts, stmt, attr: str | None = None) -> bool:
     """What a store writes is a Python scalar by evidence: a literal or arithmetic, a counter, or a
     parameter annotated as a number (``def set_scale(self, s: float)``)."""
     if type(stmt) is ast.AugAssign:
         return True
-    value = getattr(stmt, "value", None)
+    value = _element_for(stmt, attr)
     if value is None:
         return False
     if type(value) is ast.Name and value.id in facts.param_nodes:
@@ -676,7 +693,7 @@ def initial_literal(read, ctx) -> bool:
             init_facts = facts_of(project, FuncRef(klass.module, init, klass, "__init__"))
             for store in init_facts.self_stores:
                 if store.attr == key[1] and store.value is not None:
-                    value = store.value
+                    value = _element_for(store.stmt, store.attr)
                     if type(value) is ast.Name and value.id in init_facts.params:  # ``self.decay = decay``
                         return value.id in init_facts.scalar_params
                     return scalar_literal(value)

@@ -831,3 +831,29 @@ def test_a_counter_changed_before_each_call_of_a_function_a_decorator_captures()
                 self._update()
     """
     assert (33, "CG404") in _codes(source)
+
+
+def test_numbers_set_by_tuple_assignment_and_by_float_of_a_host_value_are_python_numbers():
+    source = """
+        import numpy as np
+        import torch
+
+        class Forecaster:
+            def __init__(self):
+                self.mu, self.sigma = 0.0, 1.0
+                self.x = torch.zeros(8, device="cuda")
+                self.g = torch.cuda.CUDAGraph()
+
+            def capture(self):
+                (self.x - self.mu) / self.sigma
+                with torch.cuda.graph(self.g):
+                    self.y = (self.x - self.mu) / self.sigma
+
+            def forecast(self, hist):
+                h = np.asarray(hist)
+                self.mu, self.sigma = float(h.mean()), float(h.std())
+                self.g.replay()
+                return self.y.clone()
+    """
+    codes = _codes(source)
+    assert (13, "CG404") in codes and len([c for c in codes if c == (13, "CG404")]) == 2
