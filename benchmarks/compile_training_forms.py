@@ -28,13 +28,14 @@ import argparse
 import cProfile
 import json
 import pstats
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+
+from demo_timing import time_ms  # noqa: E402  (one CUDA-event timer for the small experiments)
 
 FORMS = ("eager_opt", "fused_opt", "compiled_opt", "compiled_opt_nn_guards_off", "compiled_opt_trees_off",
          "whole_step")
@@ -66,24 +67,6 @@ def make_optimizer(model, fused=False):
 
 def loss_of(output):
     return output.float().pow(2).mean()
-
-
-def time_ms(step, n=100, rounds=5) -> float:
-    import torch
-
-    for _ in range(10):
-        step()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(n):
-            step()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) / n)
-    return statistics.median(samples)
 
 
 def form_step(form: str, model, inputs):
@@ -197,9 +180,9 @@ def run_form(args) -> dict:
         row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
         return row
     row["loss_max_diff"] = max(abs(a - b) for a, b in zip(losses, eager_losses, strict=True))
-    row["eager_ms"] = time_ms(eager)
-    row["manual_ms"] = time_ms(manual)
-    row["form_ms"] = time_ms(step)
+    row["eager_ms"] = time_ms(eager, iters=100)
+    row["manual_ms"] = time_ms(manual, iters=100)
+    row["form_ms"] = time_ms(step, iters=100)
     row["speedup"] = row["eager_ms"] / row["form_ms"]
     row["manual_speedup"] = row["eager_ms"] / row["manual_ms"]
     row["share_of_manual"] = row["speedup"] / row["manual_speedup"]
