@@ -20,8 +20,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from cgkit.check.callers import call_sites, functions_of, seed_from_callers
-from cgkit.check.facts import facts_of, is_tensor
+from cgkit.check.callers import call_sites, functions_of, seed_from_callers, source_of
+from cgkit.check.facts import facts_of, held_by_self, is_tensor
 from cgkit.check.names import dotted
 from cgkit.check.project import FUNC_TYPES, ClassIndex, FuncRef
 
@@ -143,11 +143,6 @@ def compiled_names(region) -> list[str]:
     if type(stmt) is ast.AnnAssign and stmt.value is region.node and _text(stmt.target):
         return [_text(stmt.target)]
     return []
-
-
-def _graph_stored_as(region, ctx, graph: str) -> set[str]:
-    """Where the capturing function keeps its graph (``self.graphs[bs] = g`` -> ``self.graphs``)."""
-    return kept_in(region, ctx, graph)
 
 
 def kept_in(region, ctx, name: str) -> set[str]:
@@ -379,11 +374,9 @@ def _replay_method_callers(region, ctx) -> list:
     # Only functions whose text can call one of them: ``.serve(``, or the class's name for ``graphed()``.
     needles = {f".{name}(" for _cls, name in methods if name != "__call__"}
     needles |= {f"{cls.name}(" for cls, name in methods if name == "__call__"}
-    lines = region.module.lines
     out = []
     for fref in functions_of(region.module):
-        node = fref.node
-        text = region.module.text if type(node) is ast.Module else "\n".join(lines[node.lineno - 1 : node.end_lineno])
+        text = source_of(fref)
         if not any(needle in text for needle in needles):
             continue
         facts = facts_of(ctx.project, fref)
@@ -402,20 +395,6 @@ def _replay_method_callers(region, ctx) -> list:
         if loops:
             out.append((facts, loops))
     return out
-
-
-def _iterates_self_attr(facts, name: str) -> bool:
-    """``name`` is the variable of a loop over a part of ``self`` (``for layer in self.layers``)."""
-    loops = [s for s in facts.stores if s.name == name and s.loop_target]
-    if not loops or facts.self_name is None:
-        return False
-    for s in loops:
-        node = getattr(s.node, "iter", None)
-        while type(node) in (ast.Attribute, ast.Subscript):
-            node = node.value
-        if type(node) is not ast.Name or node.id != facts.self_name:
-            return False
-    return True
 
 
 def _captures_again(facts, region) -> bool:
@@ -440,11 +419,11 @@ def _compute_replay_sites(region, ctx) -> list:
     graph = _text(region.graph_expr)
     if graph is None:
         return []
-    names = {graph} | _graph_stored_as(region, ctx, graph)  # ``self.graphs[bs] = g``: replayed as self.graphs[n]
+    names = {graph} | kept_in(region, ctx, graph)  # ``self.graphs[bs] = g``: replayed as self.graphs[n]
     out = []
     for fref in functions_of(region.module):
         node = fref.node
-        text = region.module.text if type(node) is ast.Module else "\n".join(region.module.lines[node.lineno - 1 : node.end_lineno])
+        text = source_of(fref)
         if ".replay(" not in text or not any(n.rsplit(".", 1)[-1] in text for n in names):
             continue
         if any(n.startswith("self.") for n in names) and fref.cls is not (region.scope.cls if region.scope else None) \
@@ -484,7 +463,7 @@ def _writes(sf, between, ctx, out: dict, recapture=None, callees=True) -> None:
     for owner, attr, stmt in sf.attr_stores:
         if between(stmt.lineno) and _python_value(sf, stmt):
             cls = instance_class(sf, sf.infer(owner))
-            if cls is not None or _iterates_self_attr(sf, owner.id):  # ``for layer in self.layers: layer.flag = ...``
+            if cls is not None or held_by_self(owner, sf):  # ``for layer in self.layers: layer.flag = ...``
                 out.setdefault(("attr", attr), []).append(Change(sf.module, stmt, cls, literal=_literal_store(sf, stmt)))
     if sf.cls is not None:
         for store in sf.self_stores:

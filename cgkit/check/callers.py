@@ -26,8 +26,7 @@ def call_sites(project: Project, name: str, skip: FuncRef | None = None):
         for fref in functions_of(module):
             if skip is not None and fref.node is skip.node:
                 continue
-            node = fref.node
-            if type(node) is not ast.Module and needle not in "\n".join(module.lines[node.lineno - 1 : node.end_lineno]):
+            if needle not in source_of(fref):
                 continue
             for c in facts_of(project, fref).calls:
                 parts = dotted(c.node.func)
@@ -36,6 +35,14 @@ def call_sites(project: Project, name: str, skip: FuncRef | None = None):
                     found += 1
                     if found >= MAX_CALL_SITES:
                         return
+
+
+def source_of(fref) -> str:
+    """The text of a function (or of the whole module, for its top level)."""
+    node, module = fref.node, fref.module
+    if type(node) is ast.Module:
+        return module.text
+    return "\n".join(module.lines[node.lineno - 1 : node.end_lineno])
 
 
 def functions_of(module):

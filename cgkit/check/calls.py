@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from cgkit.check.facts import argument_kinds, attr_kind, facts_of
+from cgkit.check.facts import argument_kinds, attr_kind, facts_of, held_by_self
 from cgkit.check.project import ClassIndex, FuncRef
 from cgkit.check.regions import (
     LIBRARY_METHOD_NAMES,
@@ -39,7 +39,7 @@ def resolve_call(facts, call) -> list[FuncRef]:
             return kind_targets(kind, facts, project)
         if name in facts.params and not any(s.name == name for s in facts.stores):
             return _modules_of_file(facts)  # ``model(x)`` of an untyped parameter
-        if _held_by_self(func, facts) and facts.kind_of_name(name) is None:  # ``for cb in self.hooks: cb(x)``
+        if held_by_self(func, facts) and facts.kind_of_name(name) is None:  # ``for cb in self.hooks: cb(x)``
             return _callable_objects_of_file(facts)
         if name in facts.params or any(s.name == name for s in facts.stores):
             return []
@@ -86,7 +86,7 @@ def resolve_call(facts, call) -> list[FuncRef]:
             if isinstance(target, FuncRef):
                 return [target]
             return []
-        return _only_method_named(facts, attr) if owner is None and _held_by_self(value, facts) else []
+        return _only_method_named(facts, attr) if owner is None and held_by_self(value, facts) else []
     if t is ast.Call or t is ast.Subscript:
         return kind_targets(facts.infer(func), facts, project)
     return []
@@ -96,26 +96,6 @@ def _modules_of_file(facts) -> list[FuncRef]:
     """An object of unknown type called (``self.model(x)`` with ``model`` an untyped parameter of
     ``__init__``): the forwards of the modules this file defines, other than the caller's own class."""
     return modules_of_file(facts.module, facts.project, other_than=facts.cls)
-
-
-def _held_by_self(node, facts) -> bool:
-    """``self.attn``, ``self.model.attn``, or ``cb`` in ``for cb in self.callbacks``: a component the object
-    holds (not any local of unknown type)."""
-    while type(node) is ast.Attribute:
-        node = node.value
-    if type(node) is not ast.Name or facts.self_name is None:
-        return False
-    if node.id == facts.self_name:
-        return True
-    loops = [s for s in facts.stores if s.name == node.id and s.loop_target]
-    return bool(loops) and all(_held_by_self(_iterated(getattr(s.node, "iter", None)), facts) for s in loops)
-
-
-def _iterated(node):
-    """``self.layers`` for ``enumerate(self.layers)`` or ``reversed(self.layers)``."""
-    if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id in ("enumerate", "reversed") and node.args:
-        return node.args[0]
-    return node
 
 
 def _callable_objects_of_file(facts) -> list[FuncRef]:

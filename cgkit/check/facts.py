@@ -554,7 +554,7 @@ class Facts:
                 self.self_stores.append(SelfStore(target.attr, stmt, value, None if aug else kind))
             elif type(owner) is ast.Name:
                 self.attr_stores.append((owner, target.attr, stmt))
-            elif type(owner) is ast.Attribute and _rooted_at(owner, self.self_name):
+            elif type(owner) is ast.Attribute and held_by_self(owner, self):
                 self.held_stores.append((owner, target.attr, stmt))
         elif t is ast.Subscript:
             self.item_stores.append((target, stmt))
@@ -653,11 +653,24 @@ def _h_call(f: Facts, n: ast.Call) -> None:
     f.calls.append(CallSite(n, q, meth, recv, f._stmt, f._loop))
 
 
-def _rooted_at(node, name: str | None) -> bool:
-    """``self.model`` or ``self.model.adaptor`` for ``name`` ``self``."""
-    while type(node) is ast.Attribute:
+def held_by_self(node, facts) -> bool:
+    """``self.attn``, ``self.model.attn``, ``self.buffers["x"]``, or ``cb`` in ``for cb in self.callbacks``
+    (or ``enumerate(self.layers)``): a part the object holds, not a local of unknown type."""
+    while type(node) in (ast.Attribute, ast.Subscript):
         node = node.value
-    return name is not None and type(node) is ast.Name and node.id == name
+    if type(node) is not ast.Name or facts.self_name is None:
+        return False
+    if node.id == facts.self_name:
+        return True
+    loops = [s for s in facts.stores if s.name == node.id and s.loop_target]
+    return bool(loops) and all(held_by_self(_iterated(getattr(s.node, "iter", None)), facts) for s in loops)
+
+
+def _iterated(node):
+    """``self.layers`` for ``enumerate(self.layers)`` or ``reversed(self.layers)``."""
+    if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id in ("enumerate", "reversed") and node.args:
+        return node.args[0]
+    return node
 
 
 # Tensor methods whose result shares the tensor's memory (a view): keeping the result keeps the tensor.
