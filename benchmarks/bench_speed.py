@@ -5,7 +5,7 @@
 
 Each approach is a cgkit recipe (`cgkit scaffold` options), rendered and run by `cgkit smoke` in its
 own process, like bench_recipes.py: manual, manual --fuse, the static-I/O variants, callables,
-compile with its optimizer step compiled or eager. One JSON line per case (the recipe's report with
+compile with its optimizer step compiled or eager, its gradients from torch.func or autograd. One JSON line per case (the recipe's report with
 the workload, the approach and the verdict), appended to --out as each case ends. The peers run in
 the same session with benchmarks/peer_anchors.py; write_results.py puts both in one table.
 """
@@ -34,6 +34,7 @@ APPROACHES = (
     ("compile", "compile", {}, ("inference", "training")),
     ("compile --static-io", "compile", {"static_io": True}, ("inference",)),
     ("compile --optimizer-step eager", "compile", {"optimizer_step": "eager"}, ("training",)),
+    ("compile --gradients autograd", "compile", {"gradients": "autograd"}, ("training",)),
 )
 
 

@@ -16,6 +16,15 @@ Inductor switches) from the same initial weights and batch:
                    compiled_opt with inductor's cudagraph trees off (one plain CUDA graph per graph)
   whole_step       forward, loss, backward and optimizer.step in one compiled function, with
                    compiled autograd tracing the backward
+  compiled_opt_skip_guards
+                   compiled_opt, and after the warm-up steps torch.compiler.set_stance(
+                   skip_guard_eval_unsafe=True): Dynamo checks only the guards that tell its
+                   compiled versions apart
+  func_grad        forward and backward as one compiled function of torch.func.grad_and_value
+                   (no autograd engine at run time; gradients are the graph's outputs), the
+                   gradients set as .grad, then the compiled optimizer.step
+  func_grad_skip_guards
+                   func_grad with the guards skipped as in compiled_opt_skip_guards
 
 For reference, the same process times the eager step and `manual`'s whole step in one
 torch.cuda.graph. Every form's losses over its first steps are compared with eager's. One JSON
@@ -38,7 +47,7 @@ sys.path.insert(0, str(HERE))
 from demo_timing import time_ms  # noqa: E402  (one CUDA-event timer for the small experiments)
 
 FORMS = ("eager_opt", "fused_opt", "compiled_opt", "compiled_opt_nn_guards_off", "compiled_opt_trees_off",
-         "whole_step")
+         "whole_step", "compiled_opt_skip_guards", "func_grad", "func_grad_skip_guards")
 LOSS_STEPS = 6
 
 
@@ -100,6 +109,9 @@ def form_step(form: str, model, inputs):
 
         return step
 
+    if form.startswith("func_grad"):
+        return func_grad_step(model, inputs, optimizer)
+
     compiled = torch.compile(model, **settings)
     optimizer_step = optimizer.step
     if form.startswith("compiled_opt"):
@@ -110,6 +122,34 @@ def form_step(form: str, model, inputs):
         optimizer.zero_grad(set_to_none=True)
         loss = loss_of(compiled(*inputs))
         loss.backward()
+        optimizer_step()
+        return loss.detach().clone()
+
+    return step
+
+
+def func_grad_step(model, inputs, optimizer):
+    """Gradients from one compiled torch.func.grad_and_value graph, then the compiled optimizer step."""
+    import torch
+    from torch.func import functional_call, grad_and_value
+
+    parameters = dict(model.named_parameters())
+
+    def loss_with(weights, *batch):
+        return loss_of(functional_call(model, weights, batch))
+
+    @torch.no_grad()  # grad_and_value differentiates inside; nothing differentiates its results
+    def gradients_of(*batch):
+        return grad_and_value(loss_with)(parameters, *batch)
+
+    gradients_and_loss = torch.compile(gradients_of, mode="reduce-overhead")
+    optimizer_step = torch.compile(optimizer.step, mode="reduce-overhead")
+
+    def step():
+        torch.compiler.cudagraph_mark_step_begin()
+        gradients, loss = gradients_and_loss(*inputs)
+        for name, parameter in parameters.items():
+            parameter.grad = gradients[name]
         optimizer_step()
         return loss.detach().clone()
 
@@ -180,6 +220,8 @@ def run_form(args) -> dict:
         row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
         return row
     row["loss_max_diff"] = max(abs(a - b) for a, b in zip(losses, eager_losses, strict=True))
+    if args.form.endswith("skip_guards"):  # warmed up: from here on only the differentiating guards run
+        torch.compiler.set_stance("default", skip_guard_eval_unsafe=True)
     row["eager_ms"] = time_ms(eager, iters=100)
     row["manual_ms"] = time_ms(manual, iters=100)
     row["form_ms"] = time_ms(step, iters=100)

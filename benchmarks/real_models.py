@@ -12,6 +12,7 @@ whose caches and masks are plain attributes, made where `setup_caches` runs).
 """
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import torch
@@ -25,6 +26,7 @@ def _load(name: str):
         raise FileNotFoundError(f"{path} is missing: copy the project's model.py there (see this file's docstring)")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # importable by name: Dynamo imports the modules of the code it inlines
     spec.loader.exec_module(module)
     return module
 

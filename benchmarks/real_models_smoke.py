@@ -26,6 +26,8 @@ CASES = {
        for w in ("manual", "callables", "compile")},
     **{f"gptfast-decode-{w}": ["--workflow", w, *GPTFAST] for w in ("manual", "callables", "compile")},
     "gptfast-decode-manual-fuse": ["--workflow", "manual", "--fuse", *GPTFAST],
+    "nanogpt-compile-training-autograd": ["--workflow", "compile", "--mode", "training", "--gradients", "autograd",
+                                          *NANO_TRAIN],
 }
 
 
@@ -45,9 +47,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--only", default="", help="comma-separated case names (default: all)")
     args = parser.parse_args()
+    names = [n for n in args.only.split(",") if n] or list(CASES)
+    unknown = sorted(set(names) - set(CASES))
+    if unknown:
+        parser.error(f"unknown cases {unknown}; known: {', '.join(CASES)}")
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for row in pool.map(run, CASES):
+        for row in pool.map(run, names):
             with args.out.open("a") as out:
                 out.write(json.dumps(row) + "\n")
             r = row["report"]

@@ -68,7 +68,7 @@ WORKFLOWS: dict[str, Workflow] = {
             summary='torch.compile(mode="reduce-overhead"): CUDA graphs through cudagraph trees.',
             template="compile.py.j2",
             modes=("inference", "training"),
-            options=frozenset({"loss", "amp", "dtype", "optimizer", "static_io", "optimizer_step"}),
+            options=frozenset({"loss", "amp", "dtype", "optimizer", "static_io", "optimizer_step", "gradients"}),
             compiles=True,
         ),
         Workflow(
@@ -121,9 +121,12 @@ WORKFLOWS: dict[str, Workflow] = {
 }
 
 # Options that only make sense in one mode.
-_TRAINING_ONLY = ("loss", "optimizer", "ddp", "optimizer_step")
+_TRAINING_ONLY = ("loss", "optimizer", "ddp", "optimizer_step", "gradients")
 _INFERENCE_ONLY = ("buckets", "static_io")
 OPTIMIZER_STEP_CHOICES = ("compiled", "eager")  # compile training: the optimizer step compiled too, or eager
+# compile training: the gradients from one compiled torch.func.grad_and_value (func), or from the
+# compiled model's forward and loss.backward() (autograd).
+GRADIENTS_CHOICES = ("func", "autograd")
 
 
 @dataclass
@@ -144,6 +147,7 @@ class ScaffoldOptions:
     fuse: bool = False
     static_io: bool = False
     optimizer_step: str | None = None
+    gradients: str | None = None
     fp8: str | None = None
     microbatches: int | str | None = None
     impl: str | None = None
@@ -158,7 +162,7 @@ class ScaffoldOptions:
 
 # The options a workflow may or may not take (its `options`), in the order commands show them.
 _WORKFLOW_OPTIONS = ("loss", "amp", "dtype", "optimizer", "ddp", "buckets", "layers", "fuse", "static_io",
-                     "optimizer_step", "fp8", "microbatches", "impl", "emit")
+                     "optimizer_step", "gradients", "fp8", "microbatches", "impl", "emit")
 
 
 def option_flag(name: str) -> str:
@@ -291,6 +295,7 @@ class Plan:
     fuse: bool  # Inductor-compiled kernels (its own CUDA graphs off), captured in one torch.cuda.graph
     static_io: bool  # the caller writes the static inputs and reads the static outputs: no copies
     compile_optimizer: bool  # compile training: the optimizer step compiled (and graphed) too
+    func_gradients: bool  # compile training: gradients from a compiled torch.func.grad_and_value, no autograd engine
     copies_batches: bool  # the script copies new batches into static inputs (copy_batch)
     warmup_iters: int
     launcher: str
@@ -373,6 +378,7 @@ def plan(opts: ScaffoldOptions) -> Plan:
         fuse=bool(opts.fuse),
         static_io=bool(opts.static_io),
         compile_optimizer=wf.compiles and training and (opts.optimizer_step or "compiled") == "compiled",
+        func_gradients=wf.compiles and training and (opts.gradients or "func") == "func",
         copies_batches=bool(opts.static_io) or (wf.copies_inputs and not buckets),
         warmup_iters=wf.warmup_iters_ddp if opts.ddp else 3,
         launcher="torchrun" if opts.ddp else "python",
@@ -389,6 +395,8 @@ def plan(opts: ScaffoldOptions) -> Plan:
 def _check_combinations(opts: ScaffoldOptions) -> None:
     if opts.optimizer_step not in (None, *OPTIMIZER_STEP_CHOICES):
         raise CgkitError(f"--optimizer-step {opts.optimizer_step!r}: choose one of {', '.join(OPTIMIZER_STEP_CHOICES)}")
+    if opts.gradients not in (None, *GRADIENTS_CHOICES):
+        raise CgkitError(f"--gradients {opts.gradients!r}: choose one of {', '.join(GRADIENTS_CHOICES)}")
     if opts.fuse and (opts.ddp or opts.buckets):
         raise CgkitError("--fuse captures one Inductor-compiled step; it takes no --ddp or --buckets "
                          "(compile the model per bucket yourself, or leave out --fuse)")

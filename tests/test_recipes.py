@@ -46,6 +46,8 @@ def combinations():
         yield recipes.ScaffoldOptions(workflow=workflow, mode="inference", static_io=True)
     yield recipes.ScaffoldOptions(workflow="manual", mode="inference", static_io=True, fuse=True)
     yield recipes.ScaffoldOptions(workflow="compile", mode="training", optimizer_step="eager")
+    yield recipes.ScaffoldOptions(workflow="compile", mode="training", gradients="autograd")
+    yield recipes.ScaffoldOptions(workflow="compile", mode="training", gradients="autograd", optimizer_step="eager")
 
 
 COMBINATIONS = list(combinations())
@@ -121,6 +123,20 @@ def test_compile_marks_steps_and_counts_skips():
     assert "torch.compiler.cudagraph_mark_step_begin()" in text
     assert 'mode=COMPILE_MODE' in text and 'COMPILE_MODE = "reduce-overhead"' in text
     assert "cudagraph_skip_reasons" in text
+
+
+def test_compile_training_takes_gradients_from_one_compiled_grad_unless_told_autograd():
+    func = _render(workflow="compile", mode="training")
+    assert "torch.func.grad_and_value(loss_of)(trained)" in func and "torch.compile(gradients_and_loss" in func
+    assert "loss.backward()" not in func.split("def make_graphed_training")[1]
+    autograd = _render(workflow="compile", mode="training", gradients="autograd")
+    assert "grad_and_value" not in autograd and "torch.compile(model, mode=COMPILE_MODE)" in autograd
+    with pytest.raises(CgkitError, match="applies to --mode training only"):
+        _render(workflow="compile", mode="inference", gradients="func")
+    with pytest.raises(CgkitError, match="does not take --gradients"):
+        _render(workflow="manual", mode="training", gradients="func")
+    with pytest.raises(CgkitError, match="choose one of func, autograd"):
+        _render(workflow="compile", mode="training", gradients="jax")
 
 
 PROFILER_HELPERS = {"graph_launches", "kernel_floor"}

@@ -106,4 +106,5 @@ def test_bench_speed_renders_every_approach_for_both_workloads():
             recipes.plan(opts)
             labels.append((label, opts.mode))
         assert ("manual --fuse", "training") in labels and ("compile --optimizer-step eager", "training") in labels
-        assert ("manual --fuse --static-io", "inference") in labels and len(labels) == 13
+        assert ("compile --gradients autograd", "training") in labels
+        assert ("manual --fuse --static-io", "inference") in labels and len(labels) == 14
