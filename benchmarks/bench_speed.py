@@ -27,6 +27,7 @@ from cgkit import recipes, smoke  # noqa: E402
 APPROACHES = (
     ("manual", "manual", {}, ("inference", "training")),
     ("manual --fuse", "manual", {"fuse": True}, ("inference", "training")),
+    ("manual --fuse --gradients func", "manual", {"fuse": True, "gradients": "func"}, ("training",)),
     ("manual --static-io", "manual", {"static_io": True}, ("inference",)),
     ("manual --fuse --static-io", "manual", {"fuse": True, "static_io": True}, ("inference",)),
     ("callables", "callables", {}, ("inference", "training")),

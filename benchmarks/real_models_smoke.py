@@ -26,6 +26,8 @@ CASES = {
        for w in ("manual", "callables", "compile")},
     **{f"gptfast-decode-{w}": ["--workflow", w, *GPTFAST] for w in ("manual", "callables", "compile")},
     "gptfast-decode-manual-fuse": ["--workflow", "manual", "--fuse", *GPTFAST],
+    "nanogpt-manual-fuse-training-func": ["--workflow", "manual", "--mode", "training", "--fuse", "--gradients", "func",
+                                          *NANO_TRAIN],
     "nanogpt-compile-training-autograd": ["--workflow", "compile", "--mode", "training", "--gradients", "autograd",
                                           *NANO_TRAIN],
 }

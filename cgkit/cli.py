@@ -79,8 +79,9 @@ _OPTIONS = {
     "optimizer_step": click.option("--optimizer-step", type=click.Choice(recipes.OPTIMIZER_STEP_CHOICES),
                                    help="compile training: the optimizer step compiled too (default) or eager."),
     "gradients": click.option("--gradients", type=click.Choice(recipes.GRADIENTS_CHOICES),
-                              help="compile training: gradients from one compiled torch.func.grad_and_value "
-                                   "(func, default) or from the compiled forward and loss.backward() (autograd)."),
+                              help="Training, compile or manual --fuse: gradients from one compiled "
+                                   "torch.func.grad_and_value (func; compile's default) or from the compiled "
+                                   "forward and loss.backward() (autograd; manual --fuse's default)."),
     "fp8": click.option("--fp8", type=click.Choice(recipes.FP8_CHOICES), help="TE FP8 recipe (te; default none)."),
     "microbatches": click.option("--microbatches", type=click.IntRange(min=1),
                                  help="Microbatches per step (te: TE's _order schedule; mcore-*)."),

@@ -83,7 +83,7 @@ WORKFLOWS: dict[str, Workflow] = {
             summary="torch.cuda.graph: capture the whole step yourself (inference, full training step, buckets, DDP).",
             template="manual.py.j2",
             modes=("inference", "training"),
-            options=frozenset({"loss", "amp", "dtype", "optimizer", "buckets", "ddp", "fuse", "static_io"}),
+            options=frozenset({"loss", "amp", "dtype", "optimizer", "buckets", "ddp", "fuse", "static_io", "gradients"}),
             captures_optimizer=True,
             copies_inputs=True,
             # PyTorch documents 11 eager warm-up iterations before capturing a DDP model (the
@@ -124,8 +124,9 @@ WORKFLOWS: dict[str, Workflow] = {
 _TRAINING_ONLY = ("loss", "optimizer", "ddp", "optimizer_step", "gradients")
 _INFERENCE_ONLY = ("buckets", "static_io")
 OPTIMIZER_STEP_CHOICES = ("compiled", "eager")  # compile training: the optimizer step compiled too, or eager
-# compile training: the gradients from one compiled torch.func.grad_and_value (func), or from the
-# compiled model's forward and loss.backward() (autograd).
+# compile and manual --fuse training: the gradients from one compiled torch.func.grad_and_value
+# (func; compile's default), or from the compiled model's forward and loss.backward() (autograd;
+# manual --fuse's default).
 GRADIENTS_CHOICES = ("func", "autograd")
 
 
@@ -295,7 +296,7 @@ class Plan:
     fuse: bool  # Inductor-compiled kernels (its own CUDA graphs off), captured in one torch.cuda.graph
     static_io: bool  # the caller writes the static inputs and reads the static outputs: no copies
     compile_optimizer: bool  # compile training: the optimizer step compiled (and graphed) too
-    func_gradients: bool  # compile training: gradients from a compiled torch.func.grad_and_value, no autograd engine
+    func_gradients: bool  # compile and manual --fuse training: gradients from a compiled torch.func.grad_and_value
     copies_batches: bool  # the script copies new batches into static inputs (copy_batch)
     warmup_iters: int
     launcher: str
@@ -343,7 +344,7 @@ def plan(opts: ScaffoldOptions) -> Plan:
         raise CgkitError(f"--optimizer {optimizer!r}: choose one of {', '.join(OPTIMIZER_CHOICES)}")
 
     buckets = _parse_buckets(opts.buckets) if opts.buckets else None
-    _check_combinations(opts)
+    _check_combinations(wf, opts)
     te = _te_plan(wf, opts)
     mcore = _mcore_plan(wf, opts)
     layers = opts.layers or ("model.layers" if te else None)  # TE graphs a model's layers
@@ -378,7 +379,7 @@ def plan(opts: ScaffoldOptions) -> Plan:
         fuse=bool(opts.fuse),
         static_io=bool(opts.static_io),
         compile_optimizer=wf.compiles and training and (opts.optimizer_step or "compiled") == "compiled",
-        func_gradients=wf.compiles and training and (opts.gradients or "func") == "func",
+        func_gradients=training and _func_gradients(wf, opts),
         copies_batches=bool(opts.static_io) or (wf.copies_inputs and not buckets),
         warmup_iters=wf.warmup_iters_ddp if opts.ddp else 3,
         launcher="torchrun" if opts.ddp else "python",
@@ -392,11 +393,26 @@ def plan(opts: ScaffoldOptions) -> Plan:
     )
 
 
-def _check_combinations(opts: ScaffoldOptions) -> None:
+def _func_gradients(wf: Workflow, opts: ScaffoldOptions) -> bool:
+    """Whether the training step takes its gradients from a compiled torch.func.grad_and_value.
+
+    The default where it measured faster: compile (it skips the autograd engine between
+    cudagraph trees' graphs). manual --fuse replays one graph either way, and its torch.func form
+    ran slower kernels on the demo (Inductor's bare mm meets the BLAS choice), so it is opt-in there.
+    """
+    if wf.compiles:
+        return (opts.gradients or "func") == "func"
+    return bool(opts.fuse) and opts.gradients == "func"
+
+
+def _check_combinations(wf: Workflow, opts: ScaffoldOptions) -> None:
     if opts.optimizer_step not in (None, *OPTIMIZER_STEP_CHOICES):
         raise CgkitError(f"--optimizer-step {opts.optimizer_step!r}: choose one of {', '.join(OPTIMIZER_STEP_CHOICES)}")
     if opts.gradients not in (None, *GRADIENTS_CHOICES):
         raise CgkitError(f"--gradients {opts.gradients!r}: choose one of {', '.join(GRADIENTS_CHOICES)}")
+    if opts.gradients and not wf.compiles and not opts.fuse:
+        raise CgkitError("--gradients chooses how Inductor's compiled step gets its gradients: "
+                         "it goes with --fuse in the manual workflow")
     if opts.fuse and (opts.ddp or opts.buckets):
         raise CgkitError("--fuse captures one Inductor-compiled step; it takes no --ddp or --buckets "
                          "(compile the model per bucket yourself, or leave out --fuse)")

@@ -48,6 +48,7 @@ def combinations():
     yield recipes.ScaffoldOptions(workflow="compile", mode="training", optimizer_step="eager")
     yield recipes.ScaffoldOptions(workflow="compile", mode="training", gradients="autograd")
     yield recipes.ScaffoldOptions(workflow="compile", mode="training", gradients="autograd", optimizer_step="eager")
+    yield recipes.ScaffoldOptions(workflow="manual", mode="training", fuse=True, gradients="func")
 
 
 COMBINATIONS = list(combinations())
@@ -126,15 +127,25 @@ def test_compile_marks_steps_and_counts_skips():
 
 
 def test_compile_training_takes_gradients_from_one_compiled_grad_unless_told_autograd():
-    func = _render(workflow="compile", mode="training")
-    assert "torch.func.grad_and_value(loss_of)(trained)" in func and "torch.compile(gradients_and_loss" in func
-    assert "loss.backward()" not in func.split("def make_graphed_training")[1]
+    for func in (_render(workflow="compile", mode="training"),
+                 _render(workflow="manual", mode="training", fuse=True, gradients="func")):
+        assert "torch.func.grad_and_value(loss_of)(trained)" in func and "torch.compile(gradients_and_loss" in func
+        assert "func_train_step(trained, gradients_and_loss, optimizer" in func.split("def make_graphed_training")[1]
+        assert "def fuse(model)" not in func
+    assert "compile_gradients(model, COMPILE_MODE)" in _render(workflow="compile", mode="training")
+    assert 'compile_gradients(model, "default")' in _render(workflow="manual", mode="training", fuse=True, gradients="func")
     autograd = _render(workflow="compile", mode="training", gradients="autograd")
     assert "grad_and_value" not in autograd and "torch.compile(model, mode=COMPILE_MODE)" in autograd
+    for fused_autograd in (_render(workflow="manual", mode="training", fuse=True),
+                           _render(workflow="manual", mode="training", fuse=True, gradients="autograd")):
+        assert "grad_and_value" not in fused_autograd and "fused_model, optimizer = fuse(model)" in fused_autograd
+    assert "grad_and_value" not in _render(workflow="manual", mode="training")
     with pytest.raises(CgkitError, match="applies to --mode training only"):
         _render(workflow="compile", mode="inference", gradients="func")
-    with pytest.raises(CgkitError, match="does not take --gradients"):
+    with pytest.raises(CgkitError, match="it goes with --fuse"):
         _render(workflow="manual", mode="training", gradients="func")
+    with pytest.raises(CgkitError, match="does not take --gradients"):
+        _render(workflow="callables", mode="training", gradients="func")
     with pytest.raises(CgkitError, match="choose one of func, autograd"):
         _render(workflow="compile", mode="training", gradients="jax")
 

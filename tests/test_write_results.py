@@ -107,4 +107,4 @@ def test_bench_speed_renders_every_approach_for_both_workloads():
             labels.append((label, opts.mode))
         assert ("manual --fuse", "training") in labels and ("compile --optimizer-step eager", "training") in labels
         assert ("compile --gradients autograd", "training") in labels
-        assert ("manual --fuse --static-io", "inference") in labels and len(labels) == 14
+        assert ("manual --fuse --static-io", "inference") in labels and len(labels) == 15
