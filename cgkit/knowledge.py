@@ -970,6 +970,56 @@ ENTRIES: tuple[Entry, ...] = (
         rank=80,
     ),
     Entry(
+        id="compile-module-not-importable",
+        group="compile",
+        heading="InternalTorchDynamoError: ModuleNotFoundError: No module named",
+        title="torch.compile could not import, by name, the module of code it inlines.",
+        patterns=(r"InternalTorchDynamoError: ModuleNotFoundError: No module named",),
+        cause=(
+            "To read the globals of a function it inlines, Dynamo imports that function's module by "
+            "its `__name__`. A module loaded from a file path (`importlib.util.spec_from_file_location` "
+            "and `exec_module`) without an entry in `sys.modules` cannot be imported again. Compiling the "
+            "model itself can work while a compiled function that calls into the model fails: seen with "
+            "nanoGPT's model file under a compiled `torch.func.grad_and_value` (benchmarks/h200-2026-12-01-func)."
+        ),
+        fix=(
+            "Register the module before running it: `sys.modules[spec.name] = module`, then "
+            "`spec.loader.exec_module(module)`; or put its folder on `sys.path` and import it normally. "
+            "cgkit's recipes load `--model FILE.py:fn` that way."
+        ),
+        seen="torch/_dynamo/symbolic_convert.py `import_source` calling `importlib.import_module` "
+             "(real output, 2.11 on an H200 and 2.13 on a CPU).",
+        examples=("torch._dynamo.exc.InternalTorchDynamoError: ModuleNotFoundError: No module named 'nanogpt_model'",),
+        see=(f"{_PT}#compile-training-gradients-from-torchfunc-the-optimizer-step-compiled-too",),
+        rank=60,
+    ),
+    Entry(
+        id="backward-op-not-differentiable",
+        group="compile",
+        heading="derivative for aten::..._backward is not implemented",
+        title="A backward kernel was differentiated again, and it has no derivative.",
+        patterns=(r"derivative for aten::\w+_backward is not implemented",),
+        cause=(
+            "Something asked for the gradient of a gradient: `create_graph=True`, or a compiled function "
+            "that computes gradients (`torch.func.grad`, `torch.autograd.grad`) while grad mode is on, so "
+            "AOTAutograd prepares to differentiate its outputs too. Fused kernels' backward ops, such as "
+            "the cuDNN attention backward, have no derivative."
+        ),
+        fix=(
+            "When nothing differentiates the gradients, compile the gradient function under "
+            "`torch.no_grad()`: `torch.func.grad` still differentiates inside it, and Inductor compiles an "
+            "inference graph. For a real double backward, pick an attention backend that supports it."
+        ),
+        seen="Real output of torch 2.11 on an H200 (a GPT with scaled_dot_product_attention, "
+             "benchmarks/h200-2026-12-01-func/NOTES.md).",
+        examples=(
+            "BackendCompilerFailed: backend='inductor' raised:\nRuntimeError: derivative for "
+            "aten::_scaled_dot_product_cudnn_attention_backward is not implemented",
+        ),
+        see=(f"{_PT}#compile-training-gradients-from-torchfunc-the-optimizer-step-compiled-too",),
+        rank=60,
+    ),
+    Entry(
         id="compile-pending-backward",
         group="compile",
         heading="Unable to hit fast path of CUDAGraphs because outputs from a previous step still require backward",
