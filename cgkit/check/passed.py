@@ -52,6 +52,10 @@ def passed_callables(region, project) -> list[Passed]:
                     for item in found:
                         project.seed(item.target, _passed_argument_kinds(project, facts, lo, hi, slot, params, caller, call,
                                                                          item.target))
+                    if not found:  # ``def bench(fn): return capture(fn)``: what bench's callers pass
+                        for outer, outer_call, outer_arg in _forwarded(project, caller, arg):
+                            found.extend(_resolve(project, outer, outer_call, outer_arg, scope.display, slot,
+                                                  slot in helper_warms))
                     out.extend(found)
     out.extend(_decorated(region, project, facts, lo, hi))
     if attr_slots and scope.cls is not None:
@@ -68,6 +72,23 @@ def passed_callables(region, project) -> list[Passed]:
                     arg = argument_for(call, init_ref.positional_params, param)
                     if arg is not None:
                         out.extend(_resolve(project, caller, call, arg, f"{scope.cls.name}()", param, warms))
+    return out
+
+
+def _forwarded(project, helper: FuncRef, arg, depth: int = 0) -> list:
+    """(caller, call, argument) for each call of ``helper`` when ``arg`` is one of its parameters that it
+    passes on to the capturing helper; followed up to three helpers deep."""
+    if depth > 2 or type(arg) is not ast.Name or arg.id not in helper.positional_params:
+        return []
+    out = []
+    for caller, call in call_sites(project, helper.name, helper):
+        outer = argument_for(call, helper.positional_params, arg.id)
+        if outer is None:
+            continue
+        if type(outer) is ast.Name and outer.id in caller.positional_params:
+            out.extend(_forwarded(project, caller, outer, depth + 1))
+        else:
+            out.append((caller, call, outer))
     return out
 
 

@@ -421,6 +421,8 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
             return [target]
         return []
     if t is ast.Call:
+        if expr.args and facts.module.qual(expr.func) == "functools.partial":  # ``partial(attn, q, k, cfg)``
+            return resolve_callable(facts, expr.args[0], line, project, _depth + 1)
         found = kind_targets(facts.infer(expr), facts, project, _depth)
         inner = _module_itself(expr)
         if not found and inner is not expr:  # ``encoder.cuda()``, ``model.eval()``: the module itself
@@ -603,7 +605,8 @@ def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
     option; a mode passed as a name counts when the name's default (a parameter of ``scope``) or its
     module-level value is one of them (``def __init__(self, compile_mode="max-autotune")``). Options
     spread from a dict, ``**COMPILE_OPTS`` with ``COMPILE_OPTS = {"mode": "reduce-overhead", ...}`` at
-    the module's top level (or in ``scope``), count as written out."""
+    the module's top level (or in ``scope``), count as written out, and so does ``options=CG`` with
+    ``CG = {"triton.cudagraphs": True}`` there."""
     keywords = list(call.keywords)
     for kw in call.keywords:
         if kw.arg is None and type(kw.value) is ast.Name and scope is not None:
@@ -619,6 +622,8 @@ def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
             return True
         if kw.arg == "backend" and type(value) is ast.Constant and value.value == "cudagraphs":
             return True
+        if kw.arg == "options" and type(value) is ast.Name and scope is not None:  # ``options=CG_OPTIONS``
+            value = _dict_of(value.id, scope) or value
         if kw.arg == "options" and type(value) is ast.Dict:
             for key, val in zip(value.keys, value.values, strict=False):
                 if type(key) is ast.Constant and key.value == "triton.cudagraphs" and type(val) is ast.Constant and val.value is True:

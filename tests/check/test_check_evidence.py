@@ -857,3 +857,66 @@ def test_numbers_set_by_tuple_assignment_and_by_float_of_a_host_value_are_python
     """
     codes = _codes(source)
     assert (13, "CG404") in codes and len([c for c in codes if c == (13, "CG404")]) == 2
+
+
+def test_tolist_of_a_value_not_known_otherwise_is_a_host_copy_and_of_a_cpu_tensor_is_not():
+    assert _codes("""
+        import torch
+
+        def decode(tokens, pad_id: int):
+            pad = tokens == pad_id
+            lengths = (~pad).sum(1).tolist()
+            sizes = torch.tensor([1, 2]).tolist()
+            return lengths, sizes
+
+        step = torch.compile(decode, mode="reduce-overhead")
+    """) == [(5, "CG102")]
+
+
+def test_a_functools_partial_handed_through_two_capture_helpers_is_the_captured_callable():
+    source = """
+        import functools
+        import torch
+
+        def capture(fn):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                fn()
+            return g
+
+        def bench(fn, iters=10):
+            return capture(fn)
+
+        def attention(q, cfg):
+            return q * q.amax().item()
+
+        def clean(q, cfg):
+            return q * cfg.scale
+
+        def run(q, cfg):
+            bench(functools.partial(attention, q, cfg))
+            bench(functools.partial(clean, q, cfg))
+    """
+    assert _codes(source) == [(14, "CG101")]
+
+
+def test_compile_options_held_in_a_module_level_dict_turn_cudagraphs_on():
+    source = """
+        import torch
+
+        CG = {"triton.cudagraphs": True}
+        PLAIN = {"triton.cudagraphs": False}
+
+        class Objective(torch.nn.Module):
+            def forward(self, x):
+                drift = torch.stack([x, x]).sum()
+                if drift > 1.0:
+                    x = x * 2
+                return x
+
+        graphed = torch.compile(Objective(), options=CG)
+        plain = torch.compile(Objective(), options=PLAIN)
+    """
+    result = check_source(textwrap.dedent(source).lstrip("\n"))
+    assert [(f.line, f.code, f.severity) for f in result.findings] == [(9, "CG201", "warning")]
+    assert result.findings[0].region["name"] == "torch.compile(Objective(), options=CG)"

@@ -92,14 +92,11 @@ def tensor_item(c, f):
 def tensor_to_host(c, f):
     """``.cpu()``, ``.numpy()``, ``.tolist()`` and a blocking ``.to("cpu")`` of a value that may be on the GPU."""
     m, recv = c.meth, c.recv
-    if m in ("cpu", "numpy"):
+    if m in ("cpu", "numpy", "tolist"):  # methods of tensors (and arrays): any value not known otherwise
         if type(recv) is not tuple and recv is not CPU:
             yield found(c.node, c.stmt, what=f".{m}()")
-    elif is_tensor(recv) and recv is not CPU:
-        if m == "tolist":
-            yield found(c.node, c.stmt, what=".tolist()")
-        elif _to_cpu_blocking(c.node):
-            yield found(c.node, c.stmt, what='.to("cpu")')
+    elif is_tensor(recv) and recv is not CPU and _to_cpu_blocking(c.node):
+        yield found(c.node, c.stmt, what='.to("cpu")')
 
 
 def _to_cpu_blocking(node: ast.Call) -> bool:
