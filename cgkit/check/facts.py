@@ -461,10 +461,33 @@ class Facts:
                     element = element_kind(iter_kind)
                     if element is not None and type(target) is ast.Name:  # ``for block in self.blocks:``
                         iter_kind = element
-                    self._store_target(target, iter_kind, loop, loop_target=True,
-                                       at=(target.lineno, target.col_offset))
+                    zipped = self._zipped_elements(loop.iter, target)
+                    if zipped:  # ``for attn, norm in zip(self.attn, self.norms):``
+                        for name, kind in zipped:
+                            self._store_target(name, kind, loop, loop_target=True, at=(name.lineno, name.col_offset))
+                    else:
+                        self._store_target(target, iter_kind, loop, loop_target=True,
+                                           at=(target.lineno, target.col_offset))
                 continue
             push(reversed(list(ast.iter_child_nodes(n))))
+
+    def _zipped_elements(self, it, target) -> list:
+        """(name, kind) for each name of ``for a, b in zip(xs, ys)`` or ``for i, x in enumerate(xs)``
+        whose iterable holds modules of one class (their element kind); [] for other loops."""
+        if type(it) is not ast.Call or type(target) is not ast.Tuple or it.keywords:
+            return []
+        names = target.elts
+        if not all(type(n) is ast.Name for n in names) or any(type(a) is ast.Starred for a in it.args):
+            return []
+        q = self.qual(it.func)
+        if q == "builtins.zip" and len(it.args) == len(names):
+            sources = list(it.args)
+        elif q == "builtins.enumerate" and len(it.args) == 1 and len(names) == 2:
+            sources = [None, it.args[0]]
+        else:
+            return []
+        kinds = [element_kind(self.infer(source)) if source is not None else None for source in sources]
+        return list(zip(names, kinds, strict=True)) if any(k is not None for k in kinds) else []
 
     def _params(self, fn) -> None:
         args = fn.args
@@ -782,7 +805,7 @@ _HANDLERS = {
 }
 
 _BUILTINS = frozenset(
-    "print bool int float complex str repr format open input len super isinstance range list dict iter next".split()
+    "print bool int float complex str repr format open input len super isinstance range list dict iter next zip enumerate".split()
 )
 
 

@@ -920,3 +920,32 @@ def test_compile_options_held_in_a_module_level_dict_turn_cudagraphs_on():
     result = check_source(textwrap.dedent(source).lstrip("\n"))
     assert [(f.line, f.code, f.severity) for f in result.findings] == [(9, "CG201", "warning")]
     assert result.findings[0].region["name"] == "torch.compile(Objective(), options=CG)"
+
+
+def test_loops_over_zipped_or_enumerated_module_lists_reach_the_listed_class():
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class Attn(nn.Module):
+            def forward(self, x):
+                return x * int(torch.zeros_like(x).sum())
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = nn.ModuleList([Attn() for _ in range(3)])
+                self.norms = nn.ModuleList([nn.LayerNorm(8) for _ in range(3)])
+
+            def forward(self, h):
+                for attn, norm in zip(self.attn, self.norms):
+                    h = h + attn(norm(h))
+                for i, attn in enumerate(self.attn):
+                    h = h + attn(h) * i
+                return h
+
+        fast = torch.compile(Net(), mode="reduce-overhead")
+    """
+    result = check_source(textwrap.dedent(source).lstrip("\n"))
+    assert [(f.line, f.code) for f in result.findings] == [(6, "CG103")]
+    assert [step["name"] for step in result.findings[0].chain] == ["Net.forward()", "Attn.forward()"]
