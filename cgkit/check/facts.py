@@ -167,7 +167,8 @@ class Facts:
         self.self_name: str | None = None
         self.calls: list[CallSite] = []
         self.conds: list[tuple[ast.expr, ast.AST]] = []  # (tested expression, statement)
-        self.subscripts: list[tuple[ast.Subscript, ast.AST]] = []
+        self.subscripts: list[tuple[ast.Subscript, ast.AST]] = []  # reads: ``x[i]``
+        self.indexings: list[tuple[ast.Subscript, ast.AST]] = []  # reads and writes: ``x[i]``, ``x[i] = v``
         self.fstrings: list[tuple[ast.FormattedValue, ast.AST]] = []
         self.withs: list[ast.With] = []
         self.stores: list[Store] = []
@@ -717,6 +718,8 @@ def _viewed_name(node) -> str | None:
 def _h_subscript(f: Facts, n) -> None:
     if type(n.ctx) is ast.Load:
         f.subscripts.append((n, f._stmt))
+    if type(n.ctx) is not ast.Del:
+        f.indexings.append((n, f._stmt))
 
 
 def _h_fstring(f: Facts, n) -> None:

@@ -949,3 +949,62 @@ def test_loops_over_zipped_or_enumerated_module_lists_reach_the_listed_class():
     result = check_source(textwrap.dedent(source).lstrip("\n"))
     assert [(f.line, f.code) for f in result.findings] == [(6, "CG103")]
     assert [step["name"] for step in result.findings[0].chain] == ["Net.forward()", "Attn.forward()"]
+
+
+def test_a_runner_input_replaced_by_a_method_that_does_not_capture_again():
+    assert _codes("""
+        import torch
+
+        class Server:
+            def __init__(self):
+                self.emb = torch.zeros(16, 8, device="cuda")
+                self.ids = torch.zeros(4, 8, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+
+            def capture(self):
+                with torch.cuda.graph(self.graph):
+                    self.top = self.ids @ self.emb.t()
+
+            def refresh(self, new_emb):
+                self.emb = torch.nn.functional.normalize(new_emb, dim=-1)
+
+            def reload(self, new_emb):
+                self.emb = torch.nn.functional.normalize(new_emb, dim=-1)
+                self.recapture()
+
+            def recapture(self):
+                self.capture()
+
+            def close(self):
+                self.emb = None
+
+            def serve(self):
+                self.graph.replay()
+                return self.top
+    """) == [(14, "CG405")]
+
+
+def test_list_indexes_in_any_dimension_and_in_assignments_are_host_copies():
+    assert _codes("""
+        import torch
+
+        class Ranker:
+            def __init__(self):
+                self.blocked = []
+                self.rows = torch.arange(4, device="cuda")
+
+            def block(self, ids):
+                self.blocked = sorted(set(ids))
+
+            def step(self, keep):
+                scores = torch.zeros(4, 8, device="cuda")
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    scores[:, self.blocked] = float("-inf")
+                    picked = scores[:, [0, 3]]
+                    first = scores[self.rows, 0]
+                    kept = scores[:, keep]
+                return g, picked, first, kept
+
+        Ranker().step([1, 2])
+    """) == [(15, "CG303"), (16, "CG303")]

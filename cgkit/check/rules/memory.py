@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from cgkit.check.facts import CPU, TENSOR, _device_literal, is_tensor
+from cgkit.check.facts import CPU, TENSOR, _device_literal, facts_of, is_tensor
 from cgkit.check.model import Rule
+from cgkit.check.project import FuncRef
 from cgkit.check.rules._base import Calls, Each, Family, code, found, is_true, text_of
 
 _COPY_NOTE = (
@@ -150,11 +151,12 @@ def _args_text(node: ast.Call) -> str:
     Rule(
         code="CG303",
         name="host-index",
-        category="pinned-memory",
+        category="host-sync",  # the list becomes a host tensor that is copied, blocking, to the GPU
         message="indexing a GPU tensor with {what} copies the index to the GPU; capture fails here",
         compile_message="indexing a GPU tensor with {what}: the index copy is not captured",
         fix="Build the index as a GPU tensor once, before capture, and index with it.",
-        what="Checks for indexing a GPU tensor with a Python list or a CPU tensor inside a captured region.",
+        what="Checks for indexing a GPU tensor with a Python list (a literal, or a name or attribute only ever "
+        "bound to lists) or a CPU tensor inside a captured region, also as one part of a multi-dimensional index.",
         why="Advanced indexing needs the index on the device, so a list or CPU index tensor is copied "
         "to the GPU from pageable memory on every call. " + _COPY_NOTE,
         example=code("""
@@ -177,15 +179,48 @@ def _args_text(node: ast.Call) -> str:
         """),
         gpu_check="ok = torch.equal(picked, x[[0, 5, 9]])",
     ),
-    Each("subscripts"),
+    Each("indexings"),
 )
 def host_index(item, f):
     sub, stmt = item
-    index = sub.slice
-    if type(index) is ast.List or (type(index) is not ast.Slice and f.infer(index) is CPU):
-        value = f.infer(sub.value)
-        if is_tensor(value) and value is not CPU:
-            yield found(sub, stmt, what="a Python list" if type(index) is ast.List else "a CPU tensor")
+    parts = sub.slice.elts if type(sub.slice) is ast.Tuple else [sub.slice]  # ``x[:, [1, 2]]``
+    for index in parts:
+        what = _host_index(index, f)
+        if what is not None:
+            value = f.infer(sub.value)
+            if is_tensor(value) and value is not CPU:
+                yield found(sub, stmt, what=what)
+            return
+
+
+def _host_index(index, f) -> str | None:
+    """What a host index is (``a Python list``, ``a CPU tensor``), or None for a slice, an int or a GPU index."""
+    if type(index) is ast.Slice:
+        return None
+    if _is_list(index) or _bound_to_lists(index, f):
+        return "a Python list"
+    return "a CPU tensor" if f.infer(index) is CPU else None
+
+
+def _is_list(expr) -> bool:
+    """A list literal or comprehension, or ``list(...)``/``sorted(...)``."""
+    if type(expr) in (ast.List, ast.ListComp):
+        return True
+    return type(expr) is ast.Call and type(expr.func) is ast.Name and expr.func.id in ("list", "sorted")
+
+
+def _bound_to_lists(index, f) -> bool:
+    """A local name, or an attribute of ``self``, that every assignment binds to a list."""
+    if type(index) is ast.Name:
+        values = [getattr(s.node, "value", None) for s in f.stores if s.name == index.id]
+    elif type(index) is ast.Attribute and type(index.value) is ast.Name and index.value.id == f.self_name \
+            and f.cls is not None:
+        values = [store.value for name, node in f.cls.methods.items()
+                  for store in facts_of(f.project, FuncRef(f.cls.module, node, f.cls, name)).self_stores
+                  if store.attr == index.attr]
+    else:
+        return False
+    return bool(values) and all(v is not None and _is_list(v) for v in values)
 
 
 _PIN_FACTORIES = ("torch.empty", "torch.zeros", "torch.ones", "torch.full", "torch.tensor", "torch.empty_like", "torch.zeros_like")

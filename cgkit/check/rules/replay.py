@@ -782,14 +782,7 @@ def rebound_runner_input(region, ctx):
     if around is None or around.facts.self_name is None or around.facts.cls is None:
         return
     sf = around.facts
-    inputs = {n.attr for n in sf.self_loads if around.start <= n.lineno <= around.end
-              and is_tensor(attr_kind(sf.cls, n.attr, ctx.project))}
-    inputs |= _runner_attrs_behind(sf, around)  # ``ids = self.input_ids[:bs]`` then captured with ids
-    inputs |= {attr for attr in _runner_attrs_in_local_defs(sf, around)
-               if is_tensor(attr_kind(sf.cls, attr, ctx.project))}  # ``def run_once(): ... self.ids[:bs]``
-    for facts, _span, _chain in region.reached:  # the runner's own methods that the capture runs
-        if facts.cls is sf.cls and facts.fref.key != sf.fref.key:
-            inputs |= {n.attr for n in facts.self_loads if is_tensor(attr_kind(sf.cls, n.attr, ctx.project))}
+    inputs = _runner_inputs(region, ctx, around)
     # Containers the capture's inputs are kept in (``self.inputs[n] = x``, with ``x`` read by the capture)
     containers = set()
     for name in around.reads:
@@ -808,6 +801,60 @@ def rebound_runner_input(region, ctx):
             if type(stmt) is ast.Assign and text_of(target.value) in containers \
                     and any(lo <= stmt.lineno <= hi for lo, hi in spans):
                 yield found(stmt, module=facts.module, what=text_of(target), line=region.line, how="rebound")
+
+
+def _runner_inputs(region, ctx, around) -> set[str]:
+    """The tensor attributes of ``self`` that a runner's capture reads: in the capturing method, through
+    local names and local functions, and in the runner's own methods that the capture runs."""
+    sf = around.facts
+    inputs = {n.attr for n in sf.self_loads if around.start <= n.lineno <= around.end
+              and is_tensor(attr_kind(sf.cls, n.attr, ctx.project))}
+    inputs |= _runner_attrs_behind(sf, around)  # ``ids = self.input_ids[:bs]`` then captured with ids
+    inputs |= {attr for attr in _runner_attrs_in_local_defs(sf, around)
+               if is_tensor(attr_kind(sf.cls, attr, ctx.project))}  # ``def run_once(): ... self.ids[:bs]``
+    for facts, _span, _chain in region.reached:  # the runner's own methods that the capture runs
+        if facts.cls is sf.cls and facts.fref.key != sf.fref.key:
+            inputs |= {n.attr for n in facts.self_loads if is_tensor(attr_kind(sf.cls, n.attr, ctx.project))}
+    return inputs
+
+
+@RULES.also("CG405", Region())
+def runner_input_replaced_by_another_method(region, ctx):
+    """A runner's static input replaced by another of its methods (``refresh_items``: ``self.item_emb =
+    normalize(new)``) while the graph captured with it goes on replaying: a method that does not capture
+    again (itself or through the runner's other methods), is not the capture's own, and does not replay
+    (those are checked above)."""
+    if region.klass == "compile":
+        return
+    around = near.around(region, ctx)
+    if around is None or around.facts.self_name is None or around.facts.cls is None or region.scope is None:
+        return
+    replaying = {facts.fref.name for facts, _spans in near.replay_sites(region, ctx) if facts.cls is around.facts.cls}
+    if not replaying:
+        return
+    cls, inputs = around.facts.cls, _runner_inputs(region, ctx, around)
+    methods = {name: facts_of(ctx.project, FuncRef(cls.module, node, cls, name)) for name, node in cls.methods.items()}
+    captures = {region.scope.name}
+    while True:  # the methods that capture again, directly or through another method of the runner
+        more = {name for name, facts in methods.items() if name not in captures
+                and any(c.meth in captures and _on_self(c, facts) for c in facts.calls)}
+        if not more:
+            break
+        captures |= more
+    runs = {facts.fref.name for facts, _span, _chain in region.reached if facts.cls is cls}
+    for name, facts in methods.items():
+        if name == "__init__" or name in captures or name in runs or name in replaying:
+            continue
+        for store in facts.self_stores:
+            value = store.value
+            if store.attr in inputs and value is not None and not (type(value) is ast.Constant and value.value is None):
+                yield found(store.stmt, module=facts.module, what=f"self.{store.attr}", line=region.line,
+                            how=f"replaced by `{cls.name}.{name}()` while the graph goes on replaying")
+
+
+def _on_self(call, facts) -> bool:
+    func = call.node.func
+    return type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id == facts.self_name
 
 
 @RULES.also("CG405", Region())
