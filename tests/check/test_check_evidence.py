@@ -1004,7 +1004,9 @@ def test_list_indexes_in_any_dimension_and_in_assignments_are_host_copies():
                     picked = scores[:, [0, 3]]
                     first = scores[self.rows, 0]
                     kept = scores[:, keep]
-                return g, picked, first, kept
+                    beside_a_slice = keep[:, self.blocked]  # only arrays take a list beside a slice
+                    alone = keep[self.blocked]  # could be anything: not reported
+                return g, picked, first, kept, beside_a_slice, alone
 
         Ranker().step([1, 2])
-    """) == [(15, "CG303"), (16, "CG303")]
+    """) == [(15, "CG303"), (16, "CG303"), (19, "CG303")]

@@ -188,7 +188,9 @@ def host_index(item, f):
         what = _host_index(index, f)
         if what is not None:
             value = f.infer(sub.value)
-            if is_tensor(value) and value is not CPU:
+            # Only arrays take a list beside a slice (``x[:, idx]``): a value of unknown type indexed so is one.
+            sliced = value is None and what == "a Python list" and any(type(p) is ast.Slice for p in parts)
+            if (is_tensor(value) and value is not CPU) or sliced:
                 yield found(sub, stmt, what=what)
             return
 
