@@ -1010,3 +1010,33 @@ def test_list_indexes_in_any_dimension_and_in_assignments_are_host_copies():
 
         Ranker().step([1, 2])
     """) == [(15, "CG303"), (16, "CG303"), (19, "CG303")]
+
+
+def test_param_groups_changed_between_calls_of_a_compiled_optimizer_step():
+    assert _codes("""
+        import torch
+
+        class Trainer:
+            def __init__(self, model):
+                self.opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                self.other = torch.optim.SGD(model.parameters(), lr=0.1)
+                self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=10)
+                self.tensor_opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(1e-3), capturable=True)
+                self.tensor_sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.tensor_opt, T_max=10)
+                self._step = torch.compile(self.opt.step, mode="reduce-overhead")
+                self._tensor_step = torch.compile(self.tensor_opt.step, mode="reduce-overhead")
+                for group in self.opt.param_groups:
+                    group["lr"] = 1e-4  # set up once, before any call
+
+            def epoch(self, batches, decay):
+                for loss in batches:
+                    loss.backward()
+                    self._step()
+                    self._tensor_step()
+                self.sched.step()
+                self.tensor_sched.step()
+                for group in self.other.param_groups:
+                    group["lr"] *= 0.5
+                self.opt.param_groups[0]["weight_decay"] = decay
+                self.tensor_opt.param_groups[0]["weight_decay"] = decay
+    """) == [(20, "CG404"), (24, "CG404"), (25, "CG404")]

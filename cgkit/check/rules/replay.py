@@ -555,7 +555,8 @@ _SCALAR_ANNOTATIONS = ("int", "float", "bool")
         what="Checks for Python values read inside a captured region that change between replays (or "
         "between calls of a compiled function): names rebound after the capture, attributes and globals "
         "set after it (directly or by a method called there), optimizer param-group entries "
-        "(`group[\"lr\"] = ...`, a scheduler's `step()` when the learning rate is a Python number), and "
+        "(`group[\"lr\"] = ...`, a scheduler's `step()` when the learning rate is a Python number) for "
+        "a captured optimizer step or one compiled with CUDA graphs, and "
         "Python numbers passed to a compiled function that change from call to call. A value that is "
         "never changed after capture (a setting, a lazy cache, an import-time flag) is not reported.",
         why="A graph stores the kernels and their arguments as they were at capture. A learning rate, "
@@ -564,7 +565,10 @@ _SCALAR_ANNOTATIONS = ("int", "float", "bool")
         "that rate, whatever a scheduler sets later. Under `torch.compile` (measured with torch 2.11 on "
         "an H200, benchmarks/compile_hazards.py) an attribute set between calls recompiles the function, "
         "and a number argument that changes every call recompiled it once and then ran 12 calls with no "
-        "CUDA graph recorded at all.",
+        "CUDA graph recorded at all. An optimizer step compiled with `mode=\"reduce-overhead\"` recompiled "
+        "on every new Python learning rate or weight decay (a param-group write or a scheduler) until "
+        "the recompile limit, 8, and then ran eagerly; with the learning rate in a tensor it compiled "
+        "once (benchmarks/compiled_optimizer_lr.py).",
         example=code("""
             import torch
 
@@ -651,6 +655,9 @@ def _changed_at(change, module) -> str:
 
 def _optimizer_groups(region, ctx, changes):
     """``group["lr"] = ...`` or a scheduler step after capturing an optimizer step."""
+    if region.klass == "compile":
+        yield from _compiled_step_groups(region, ctx)
+        return
     if region.klass != "manual":
         return
     steps = near.optimizer_steps(region)
@@ -666,6 +673,63 @@ def _optimizer_groups(region, ctx, changes):
             for w in writes:
                 yield found(w.node, module=w.module, what='param_groups[...]["lr"]',
                             detail=f"{where[:-1]}; `{text_of(w.node.func)}()` sets it here)")
+
+
+_COMPILED_STEP_DETAIL = (" (`{owner}.step` is compiled with CUDA graphs at L{line}; measured on torch 2.11, each "
+                         "new Python value of `{key}` recompiled the step until the recompile limit, 8, and then "
+                         "it ran eagerly)")
+
+
+def _compiled_step_groups(region, ctx):
+    """``torch.compile(opt.step, mode="reduce-overhead")`` and that optimizer's param-group numbers
+    changed where the step runs again: a scheduler's ``step()`` (when the learning rate is a Python
+    number), or ``group["lr"] = ...`` (any group number) in a loop or in a function that calls the
+    compiled step. A tensor learning rate is refilled in place and recompiles nothing."""
+    call = region.node
+    if type(call) is not ast.Call or not call.args or region.scope is None:
+        return
+    target = call.args[0]
+    if type(target) is not ast.Attribute or target.attr != "step":
+        return
+    kind = facts_of(ctx.project, region.scope).infer(target.value)
+    if type(kind) is not tuple or kind[0] != "optim":
+        return
+    owner, tensor_lr = text_of(target.value), near.tensor_lr(kind)
+    stepping = {inv.facts.fref.key for inv in near.invocations(region, ctx)}
+    for fref in callers.functions_of(region.module):
+        facts = facts_of(ctx.project, fref)
+        for c in facts.calls:  # a scheduler built on this optimizer
+            if not tensor_lr and c.meth == "step" and type(c.recv) is tuple and c.recv[0] == "scheduler" \
+                    and len(c.recv) > 2 and type(c.recv[2]) is ast.Call and c.recv[2].args \
+                    and text_of(c.recv[2].args[0]) == owner:
+                yield found(c.node, module=facts.module, what=f'{owner}.param_groups[...]["lr"]',
+                            detail=_COMPILED_STEP_DETAIL.format(owner=owner, line=region.line, key="lr"))
+        for target_node, stmt in facts.item_stores:
+            key = near.group_key(facts, target_node)
+            if key is None or (key == "lr" and tensor_lr) or _groups_owner(facts, target_node) != owner:
+                continue
+            in_loop = any(lp.lineno <= stmt.lineno <= lp.end_lineno and not _over_param_groups(lp) for lp in facts.loops)
+            if in_loop or fref.key in stepping:
+                yield found(stmt, module=facts.module, what=f'{owner}.param_groups[...]["{key}"]',
+                            detail=_COMPILED_STEP_DETAIL.format(owner=owner, line=region.line, key=key))
+
+
+def _groups_owner(facts, target: ast.Subscript) -> str | None:
+    """``opt`` for ``opt.param_groups[0]["lr"]`` or for ``g["lr"]`` with ``g`` iterating ``opt.param_groups``."""
+    owner = target.value
+    if type(owner) is ast.Subscript and type(owner.value) is ast.Attribute and owner.value.attr == "param_groups":
+        return text_of(owner.value.value)
+    if type(owner) is ast.Name:
+        for s in facts.stores:
+            it = getattr(s.node, "iter", None)
+            if s.name == owner.id and s.loop_target and type(it) is ast.Attribute and it.attr == "param_groups":
+                return text_of(it.value)
+    return None
+
+
+def _over_param_groups(loop) -> bool:
+    it = getattr(loop, "iter", None)
+    return type(it) is ast.Attribute and it.attr == "param_groups"
 
 
 def _changing_arguments(region, ctx):
