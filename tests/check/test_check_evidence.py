@@ -1040,3 +1040,37 @@ def test_param_groups_changed_between_calls_of_a_compiled_optimizer_step():
                 self.opt.param_groups[0]["weight_decay"] = decay
                 self.tensor_opt.param_groups[0]["weight_decay"] = decay
     """) == [(20, "CG404"), (24, "CG404"), (25, "CG404")]
+
+
+def test_set_up_methods_and_graphs_local_to_one_method_are_not_replacements_between_replays():
+    assert _codes("""
+        import torch
+        import unittest
+
+        class TestDecode(unittest.TestCase):
+            def setUp(self):
+                self.A = torch.randn(4, device="cuda")
+
+            def test_replay(self):
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    out = self.A * 2
+                graph.replay()
+                graph.replay()
+
+        class Runner:
+            def __init__(self):
+                self._allocate()
+                self.graph = torch.cuda.CUDAGraph()
+
+            def _allocate(self):
+                self.ids = torch.zeros(4, device="cuda")
+
+            def capture(self):
+                with torch.cuda.graph(self.graph):
+                    self.out = self.ids * 2
+
+            def run(self):
+                self.graph.replay()
+                return self.out
+    """) == []

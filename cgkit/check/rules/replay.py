@@ -893,6 +893,9 @@ def runner_input_replaced_by_another_method(region, ctx):
     around = near.around(region, ctx)
     if around is None or around.facts.self_name is None or around.facts.cls is None or region.scope is None:
         return
+    graph = text_of(region.graph_expr) if region.graph_expr is not None else ""
+    if not graph.startswith(f"{around.facts.self_name}."):
+        return  # a graph local to the capturing method does not outlive it: no other method runs between its replays
     replaying = {facts.fref.name for facts, _spans in near.replay_sites(region, ctx) if facts.cls is around.facts.cls}
     if not replaying:
         return
@@ -906,9 +909,10 @@ def runner_input_replaced_by_another_method(region, ctx):
             break
         captures |= more
     runs = {facts.fref.name for facts, _span, _chain in region.reached if facts.cls is cls}
+    setup = {c.meth for c in methods["__init__"].calls if _on_self(c, methods["__init__"])} if "__init__" in methods else set()
     for name, facts in methods.items():
-        if name == "__init__" or name in captures or name in runs or name in replaying:
-            continue
+        if name == "__init__" or name in captures or name in runs or name in replaying or name in setup:
+            continue  # set-up that runs before any capture, the capture itself, and what replays
         for store in facts.self_stores:
             value = store.value
             if store.attr in inputs and value is not None and not (type(value) is ast.Constant and value.value is None):
