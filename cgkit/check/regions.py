@@ -340,7 +340,7 @@ class _Finder:
     def _modules_compiled_here(self, target) -> list[FuncRef]:
         """A compiled target the checker cannot type (``model.forward`` of a parameter, ``m`` from a
         dict of modules): the forwards of the modules this file defines are what it compiles."""
-        target = _module_itself(target)
+        target = module_itself(target)
         if type(target) in (ast.Lambda, ast.Call, ast.Constant):
             return []
         if type(target) is ast.Attribute and target.attr != "forward":
@@ -424,7 +424,7 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
         if expr.args and facts.module.qual(expr.func) == "functools.partial":  # ``partial(attn, q, k, cfg)``
             return resolve_callable(facts, expr.args[0], line, project, _depth + 1)
         found = kind_targets(facts.infer(expr), facts, project, _depth)
-        inner = _module_itself(expr)
+        inner = module_itself(expr)
         if not found and inner is not expr:  # ``encoder.cuda()``, ``model.eval()``: the module itself
             return resolve_callable(facts, inner, line, project, _depth + 1)
         return found
@@ -454,7 +454,7 @@ def methods_of_file(module: ModuleIndex, name: str, project: Project, other_than
 _RETURNS_SELF = frozenset("cuda to eval train half float bfloat16 double requires_grad_ share_memory".split())
 
 
-def _module_itself(expr):
+def module_itself(expr):
     """``model`` for ``model.cuda().eval()``; the expression itself otherwise."""
     while type(expr) is ast.Call and type(expr.func) is ast.Attribute and expr.func.attr in _RETURNS_SELF:
         expr = expr.func.value

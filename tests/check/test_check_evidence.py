@@ -1074,3 +1074,35 @@ def test_set_up_methods_and_graphs_local_to_one_method_are_not_replacements_betw
                 self.graph.replay()
                 return self.out
     """) == []
+
+
+def test_a_trainer_replacing_tensors_of_the_model_it_compiled():
+    assert _codes("""
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("mu", torch.zeros(8))
+                self.lin = nn.Linear(8, 8)
+                self.unused = torch.zeros(8)
+
+            def forward(self, x):
+                return self.lin(x - self.mu)
+
+        class Trainer:
+            def __init__(self, model: Net):
+                self.base = model.cuda()
+                self.fast = torch.compile(model, mode="reduce-overhead")
+
+            def refit(self, stats, new_weights):
+                self.base.mu = stats.mean(0)
+                self.base.unused = stats.mean(0)
+                for p, w in zip(self.base.parameters(), new_weights):
+                    p.data = w.clone()
+                self.base.mu.copy_(stats.mean(0))
+
+            def step(self, x):
+                return self.fast(x)
+    """) == [(20, "CG405"), (23, "CG405")]

@@ -10,6 +10,7 @@ from cgkit.check.facts import RANDOM_FACTORIES, attr_kind, facts_of, is_tensor, 
 from cgkit.check.model import Rule
 from cgkit.check.names import dotted
 from cgkit.check.project import FuncRef
+from cgkit.check.regions import module_itself
 from cgkit.check.rules._base import Body, Calls, Each, Family, Region, code, found, is_false, text_of
 
 _HOST_NOTE = (
@@ -951,6 +952,55 @@ def compiled_module_state_rebound(region, ctx):
                         and is_tensor(attr_kind(cls, store.attr, ctx.project)):
                     yield found(store.stmt, module=facts.module, what=f"self.{store.attr}", line=region.line,
                                 how=f"replaced by `{cls.name}.{name}()`")
+
+
+@RULES.also("CG405", Region())
+def compiled_model_state_replaced_by_holder(region, ctx):
+    """The object that compiles a model (``self.model = torch.compile(model, ...)`` in a trainer's
+    ``__init__``, with ``self.base = model``) replacing, in another of its methods, a tensor that the
+    compiled forward reads: ``self.base.num_mu = new_stats``, or ``p.data = new`` for ``p`` in
+    ``self.base.parameters()``. That method runs after the compile, between calls."""
+    if region.klass != "compile" or region.scope is None or region.scope.cls is None:
+        return
+    call = region.node
+    if type(call) is not ast.Call or not call.args:
+        return
+    holder = facts_of(ctx.project, region.scope)
+    root = text_of(module_itself(call.args[0]))
+    aliases = {f"{holder.self_name}.{s.attr}" for s in holder.self_stores
+               if s.value is not None and text_of(module_itself(s.value)) == root}
+    if root.startswith(f"{holder.self_name}."):
+        aliases.add(root)
+    if not aliases:
+        return
+    read = set()  # tensors the compiled code reads on the modules it runs
+    for facts, _span, _chain in region.reached:
+        if facts.cls is not None and facts.self_name and facts.cls.is_module(ctx.project):
+            read |= {n.attr for n in facts.self_loads if is_tensor(attr_kind(facts.cls, n.attr, ctx.project))}
+    cls = region.scope.cls
+    for name, node in cls.methods.items():
+        if name in (region.scope.name, "__init__"):
+            continue
+        facts = facts_of(ctx.project, FuncRef(cls.module, node, cls, name))
+        how = f"replaced by `{cls.name}.{name}()`"
+        for owner, attr, stmt in facts.held_stores:
+            if text_of(owner) in aliases and attr in read:
+                yield found(stmt, module=facts.module, what=f"{text_of(owner)}.{attr}", line=region.line, how=how)
+        for owner, attr, stmt in facts.attr_stores:
+            if attr == "data" and _parameter_of(facts, owner.id, aliases):
+                yield found(stmt, module=facts.module, what=f"{owner.id}.data", line=region.line, how=how)
+
+
+def _parameter_of(facts, name: str, models: set[str]) -> bool:
+    """``name`` iterates ``m.parameters()`` (or zips it with something) for one of ``models``."""
+    for s in facts.stores:
+        if s.name != name or not s.loop_target:
+            continue
+        for n in ast.walk(getattr(s.node, "iter", None) or ast.Pass()):
+            if type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr == "parameters" \
+                    and text_of(n.func.value) in models:
+                return True
+    return False
 
 
 def _fix_up_once(f, stmt, attr: str) -> bool:
