@@ -1106,3 +1106,112 @@ def test_a_trainer_replacing_tensors_of_the_model_it_compiled():
             def step(self, x):
                 return self.fast(x)
     """) == [(20, "CG405"), (23, "CG405")]
+
+
+def test_a_comprehension_variable_is_not_a_list_index():
+    assert _codes("""
+        import torch
+        import torch.nn as nn
+
+        class Tables(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tables = nn.ModuleList(nn.EmbeddingBag(100, 8) for _ in range(4))
+
+            def forward(self, indices):
+                sparse = [tab(indices[t]) for t, tab in enumerate(self.tables)]
+                picked = [0, 2]
+                return torch.stack(sparse), torch.zeros(4, 8, device="cuda")[picked]
+
+        fast = torch.compile(Tables(), mode="reduce-overhead")
+        fast(torch.zeros(4, 3, 5, dtype=torch.long).cuda())
+    """) == [(12, "CG303")]
+
+
+def test_outputs_that_no_graph_holds_may_be_kept_across_calls():
+    assert _codes("""
+        import time
+        import torch
+
+        FS = 100.0
+        CLASSES = ["text", "table"]
+
+        def first_arrival(prob):
+            return float(prob.argmax()) / FS
+
+        def postprocess(logits, boxes):
+            keep = logits.softmax(-1).amax(-1) > 0.5
+            kept = boxes[keep]
+            names = [CLASSES[i] for i in kept[:, 0].long().tolist()]
+            return kept, names, time.perf_counter()
+
+        def scale(x):
+            return x * 2
+
+        arrival = torch.compile(first_arrival, mode="reduce-overhead")
+        post = torch.compile(postprocess, mode="reduce-overhead")
+        scaled = torch.compile(scale, mode="reduce-overhead")
+
+        def run(batches):
+            picks, results, outs = [], [], []
+            for logits, boxes in batches:
+                picks.append(arrival(logits))
+                results.append(post(logits, boxes))
+                outs.append(scaled(logits))
+            return picks, results, outs
+    """, select=["CG407"]) == [(28, "CG407")]
+
+
+def test_a_capture_helper_that_warms_up_on_a_side_stream_warms_the_capture_it_opens():
+    source = """
+        import contextlib
+        import torch
+
+        @contextlib.contextmanager
+        def graph_capture(warmup_fn=None):
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    warmup_fn()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=s):
+                yield g
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                return x * 2
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model.cuda().eval()
+                self.x = torch.zeros(4, 8, device="cuda")
+
+            def capture(self):
+                with graph_capture(warmup_fn=lambda: self.model(self.x)) as g:
+                    self.y = self.model(self.x)
+                self.graph = g
+    """
+    assert [code for _line, code in _codes(source)] == []
+
+
+def test_a_number_that_only_shapes_a_tensor_argument_is_not_a_changing_argument():
+    assert _codes("""
+        import torch
+
+        def demean(w):
+            return w - w.mean(-1, keepdim=True)
+
+        def scale(x, k):
+            return x * k
+
+        normalize = torch.compile(demean, mode="reduce-overhead")
+        scaled = torch.compile(scale, mode="reduce-overhead")
+
+        def run(traces):
+            for i, tr in enumerate(traces):
+                T = tr.shape[-1] // 64 * 64
+                normalize(tr[None, :, :T].clone())
+                scaled(tr, i * 0.5)
+    """, select=["CG404"]) == [(7, "CG404")]

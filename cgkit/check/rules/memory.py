@@ -204,6 +204,14 @@ def _host_index(index, f) -> str | None:
     return "a CPU tensor" if f.infer(index) is CPU else None
 
 
+def _binds(stmt, name: str) -> bool:
+    """``name = value`` (or ``name: T = value``): the statement gives the name its value directly."""
+    if type(stmt) is ast.Assign:
+        return any(type(t) is ast.Name and t.id == name for t in stmt.targets)
+    return type(stmt) is ast.AnnAssign and type(stmt.target) is ast.Name and stmt.target.id == name \
+        and stmt.value is not None
+
+
 def _is_list(expr) -> bool:
     """A list literal or comprehension, or ``list(...)``/``sorted(...)``."""
     if type(expr) in (ast.List, ast.ListComp):
@@ -213,8 +221,8 @@ def _is_list(expr) -> bool:
 
 def _bound_to_lists(index, f) -> bool:
     """A local name, or an attribute of ``self``, that every assignment binds to a list."""
-    if type(index) is ast.Name:
-        values = [getattr(s.node, "value", None) for s in f.stores if s.name == index.id]
+    if type(index) is ast.Name:  # ``name = [...]`` itself (not a comprehension's or a loop's variable)
+        values = [s.node.value if _binds(s.node, index.id) else None for s in f.stores if s.name == index.id]
     elif type(index) is ast.Attribute and type(index.value) is ast.Name and index.value.id == f.self_name \
             and f.cls is not None:
         values = [store.value for name, node in f.cls.methods.items()

@@ -6,7 +6,7 @@ import ast
 
 from cgkit.check import around as near
 from cgkit.check import callers
-from cgkit.check.facts import RANDOM_FACTORIES, attr_kind, facts_of, is_tensor, module_facts
+from cgkit.check.facts import MASK, RANDOM_FACTORIES, attr_kind, facts_of, is_tensor, module_facts
 from cgkit.check.model import Rule
 from cgkit.check.names import dotted
 from cgkit.check.project import FuncRef
@@ -762,12 +762,26 @@ def _changing_arguments(region, ctx):
 
 
 def _changing_number(facts, arg, loops) -> int | None:
-    """The line where a Python number in ``arg`` (a name, or arithmetic over names) changes in the loop."""
-    for name in [n for n in ast.walk(arg) if type(n) is ast.Name]:
+    """The line where a Python number in ``arg`` (a name, arithmetic over names, or a function of them:
+    ``lam_schedule(update, total)``) changes in the loop. A name inside an index or a method call
+    (``x[:, :T].clone()``) shapes a tensor: it is not the argument."""
+    for name in _arithmetic_names(arg):
         for s in facts.stores:
             if s.name == name.id and any(lo <= s.node.lineno <= hi for lo, hi in loops) and near.python_number_binding(s, facts):
                 return s.node.lineno
     return None
+
+
+def _arithmetic_names(expr) -> list:
+    if type(expr) is ast.Name:
+        return [expr]
+    if type(expr) is ast.BinOp:
+        return _arithmetic_names(expr.left) + _arithmetic_names(expr.right)
+    if type(expr) is ast.UnaryOp:
+        return _arithmetic_names(expr.operand)
+    if type(expr) is ast.Call and type(expr.func) is ast.Name:  # ``lam_schedule(update, total)``
+        return [n for a in expr.args for n in _arithmetic_names(a)]
+    return []
 
 
 def _root_step(root) -> dict:
@@ -1302,7 +1316,11 @@ def _last_binding_line(sf, name: str, line: int) -> int:
 def compiled_output_kept(region, ctx):
     """``y = compiled(x)`` kept (in a container, an attribute, or a variable read later) past the
     next call of a CUDA-graph-compiled callable: measured on torch 2.11 (benchmarks/compile_hazards.py),
-    the next call of the same function, and of another compiled function, both overwrite it."""
+    the next call of the same function, and of another compiled function, both overwrite it. A function
+    that returns only host values (``float(...)``, ``.tolist()``, strings, times) or tensors selected by a
+    mask (``x[keep]``: a graph break, computed eagerly) returns nothing that a graph holds."""
+    if region.roots and all(_returns_no_graph_tensor(facts_of(ctx.project, root)) for root in region.roots):
+        return
     for inv in near.invocations(region, ctx):
         facts, call = inv.facts, inv.call
         stmt = call.stmt
@@ -1319,6 +1337,56 @@ def compiled_output_kept(region, ctx):
                   if i.facts is facts and i.call is not call]
         for name in names:
             yield from _kept(facts, name, stmt, call.node, others, inv.loops)
+
+
+_HOST_VALUE_CALLS = frozenset({"float", "int", "str", "bool", "len", "round"})
+_HOST_QUALS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.perf_counter_ns"})
+
+
+def _returns_no_graph_tensor(facts) -> bool:
+    """Every value the function returns is a host value or a mask-selected (eager) tensor."""
+    returns = [n for n in ast.walk(facts.fref.node) if type(n) is ast.Return]
+    if not returns or any(r.value is None for r in returns):
+        return False
+    return all(_not_graph_held(facts, part) for r in returns for part in _parts(r.value))
+
+
+def _parts(expr) -> list:
+    if type(expr) in (ast.Tuple, ast.List):
+        return [p for e in expr.elts for p in _parts(e)]
+    if type(expr) is ast.Dict:
+        return [p for v in expr.values for p in _parts(v)]
+    return [expr]
+
+
+def _not_graph_held(facts, e, depth: int = 0) -> bool:
+    if depth > 6:
+        return False
+    t = type(e)
+    if t in (ast.Constant, ast.JoinedStr):
+        return True
+    if t is ast.Call:
+        if type(e.func) is ast.Name and e.func.id in _HOST_VALUE_CALLS:
+            return True
+        if type(e.func) is ast.Attribute and e.func.attr in ("item", "tolist"):
+            return True
+        return facts.qual(e.func) in _HOST_QUALS
+    if t is ast.BinOp:
+        return _not_graph_held(facts, e.left, depth + 1) and _not_graph_held(facts, e.right, depth + 1)
+    if t is ast.Subscript:  # ``x[keep]`` with a boolean mask: a data-dependent size, computed eagerly
+        return facts.infer(e.slice) is MASK
+    if t is ast.ListComp:  # ``[CLASSES[i] for i in ids.tolist()]``: names looked up on the host
+        elt = e.elt
+        return type(elt) is ast.Subscript and type(elt.value) is ast.Name and elt.value.id not in facts.params \
+            and not any(s.name == elt.value.id for s in facts.stores)
+    if t is ast.Name:
+        if e.id in facts.params:
+            return False
+        stores = [s for s in facts.stores if s.name == e.id and type(s.node) is ast.Assign]
+        if not stores:  # a module-level constant (``FS``)
+            return not any(s.name == e.id for s in facts.stores)
+        return all(_not_graph_held(facts, s.node.value, depth + 1) for s in stores)
+    return False
 
 
 def _kept_directly(stmt, call_node, loops) -> str | None:

@@ -575,7 +575,7 @@ def capture_without_warmup(region, ctx):
                 # A forward-only capture is warmed up by any earlier call of the same module.
                 if not any(o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls):
                     needs = needs or f"`{name}(...)`"
-    if needs and not _warmed_up(sf, rs, ctx):
+    if needs and not _warmed_up(sf, rs, ctx, opener=region.node):
         yield found(region.node, what=needs)
 
 
@@ -618,11 +618,13 @@ def _callable_object(kind, project) -> bool:
     return type(kind) is tuple and kind[0] == "inst" and kind[1].find_method("__call__", project) is not None
 
 
-def _warmed_up(sf, before_line: int, ctx) -> bool:
+def _warmed_up(sf, before_line: int, ctx, opener=None) -> bool:
+    """A side-stream warm-up before the capture: in the capturing function, in a function it calls
+    before, or in the helper that opens the capture (``with graph_capture(pool, warmup_fn=...)``)."""
     if any(w.lineno < before_line for w, _ in sf.stream_withs):
         return True
     for c in sf.calls:
-        if c.node.lineno < before_line and c.meth is None:
+        if c.node is opener or (c.node.lineno < before_line and c.meth is None):
             for target in ctx.resolve(sf, c):
                 if facts_of(ctx.project, target).stream_withs:
                     return True
