@@ -226,6 +226,9 @@ def _compute_invocations(region, ctx) -> list[Invocation]:
         return []
     module = region.module
     project = ctx.project
+    # ``m.forward = torch.compile(m.forward)``: calling ``m`` runs it
+    names += [n[: -len(".forward")] for n in names if n.endswith(".forward")]
+    names += _held_by_constructed(region, names)
     out = []
     for fref in _functions_mentioning(module, names, region):
         seed_from_callers(fref, project)  # ``generate(model, ...)`` calls it: model's kind from main
@@ -236,6 +239,49 @@ def _compute_invocations(region, ctx) -> list[Invocation]:
                 line = call.node.lineno
                 loops = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= line <= lp.end_lineno]
                 out.append(Invocation(facts, call, loops))
+    return out
+
+
+def _held_by_constructed(region, names: list[str]) -> list[str]:
+    """``Trainer(model, ...)`` with the compiled ``model``, whose ``__init__`` keeps it as ``self.model``:
+    ``self.model``, as the trainer's methods call it (classes of the same file). Read from the syntax
+    alone: computing facts here would fix functions' kinds before their callers seed them."""
+    out = []
+    module = region.module
+    plain = {n for n in names if n.isidentifier()}
+    if not plain:
+        return out
+    for call in ast.walk(module.tree):
+        if type(call) is not ast.Call or type(call.func) is not ast.Name:
+            continue
+        cls = module.classes.get(call.func.id)
+        init = cls.methods.get("__init__") if cls is not None else None
+        if init is None:
+            continue
+        params = [a.arg for a in init.args.args][1:]
+        passed = {params[i] for i, a in enumerate(call.args) if i < len(params) and type(a) is ast.Name and a.id in plain}
+        passed |= {kw.arg for kw in call.keywords if type(kw.value) is ast.Name and kw.value.id in plain}
+        if passed:
+            self_name = init.args.args[0].arg if init.args.args else "self"
+            out += [f"self.{attr}" for attr in _attrs_bound_to(init, self_name, passed)]
+    return out
+
+
+def _attrs_bound_to(init, self_name: str, params: set[str]) -> set[str]:
+    """Attributes ``__init__`` binds straight to one of ``params`` (``self.model = model``, or in a tuple)."""
+    out = set()
+    for stmt in ast.walk(init):
+        if type(stmt) is not ast.Assign or len(stmt.targets) != 1:
+            continue
+        target, value = stmt.targets[0], stmt.value
+        if type(target) is ast.Tuple and type(value) is ast.Tuple and len(target.elts) == len(value.elts):
+            pairs = zip(target.elts, value.elts, strict=True)
+        else:
+            pairs = [(target, value)]
+        for t, v in pairs:
+            if type(t) is ast.Attribute and type(t.value) is ast.Name and t.value.id == self_name \
+                    and type(v) is ast.Name and v.id in params:
+                out.add(t.attr)
     return out
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 
+from cgkit.check import around as near
 from cgkit.check.facts import CPU, MASK, is_tensor
 from cgkit.check.model import Rule
-from cgkit.check.rules._base import Calls, Each, Family, code, found, text_of
+from cgkit.check.rules._base import Calls, Each, Family, Region, code, found, text_of
 
 RULES = Family()
 
@@ -271,3 +272,117 @@ def repeat_interleave_no_output_size(c, f):
         reps = c.arg(0, "repeats")
     if reps is not None and is_tensor(f.infer(reps)):
         yield found(node, c.stmt)
+
+
+@RULES.rule(
+    Rule(
+        code="CG206",
+        name="input-shape-changes-between-calls",
+        category="dynamic-shape",
+        message="`{what}` changes shape from call to call of the compiled function (its slice bounds change in the loop)",
+        compile_message="`{what}` changes shape from call to call (its slice bounds change in the loop): cudagraph "
+        "trees record a new CUDA graph for each new shape",
+        fix="Pad the input to one shape (or a few bucket sizes) and mask the padding, or compile this call without "
+        "CUDA graphs (`mode=\"max-autotune-no-cudagraphs\"`, `dynamic=True`).",
+        manual=None,
+        compile="warning",
+        what="Checks for a function compiled with CUDA graphs that is called in a loop with a tensor sliced by "
+        "bounds the loop changes (`x[:, :t]` with `t` the loop variable, `book[t - w:t]`, a crop box read per "
+        "item), directly or through the names it is bound to. A fixed-width window (`x[i:i + n]`) keeps its "
+        "shape and is not reported.",
+        why="A CUDA graph replays fixed shapes. Called with a new shape, the compiled function is recompiled "
+        "once with that dimension dynamic, and from then on cudagraph trees record one more graph for every "
+        "distinct size they see. Measured on torch 2.11 (H200, benchmarks/compiled_shapes.py): a growing "
+        "prefix over 20 calls compiled 2 frames, logged \"We have observed 9 distinct sizes\", and its last 10 "
+        "calls took 4.0 ms each against 0.12 ms for the same function at one shape.",
+        example=code("""
+            import torch
+
+            w = torch.randn(64, 64, device="cuda")
+            step = torch.compile(lambda x: torch.tanh(x @ w).sum(-1), mode="reduce-overhead")
+            tokens = torch.randn(8, 32, 64, device="cuda")
+            for t in range(1, 33):
+                step(tokens[:, :t])
+        """),
+        use_instead=code("""
+            import torch
+
+            w = torch.randn(64, 64, device="cuda")
+            step = torch.compile(lambda x, n: (torch.tanh(x @ w) * (torch.arange(32, device="cuda") < n)[:, None]).sum(-1),
+                                 mode="reduce-overhead")
+            tokens = torch.randn(8, 32, 64, device="cuda")
+            count = torch.zeros((), device="cuda")
+            for t in range(1, 33):
+                count.fill_(t)
+                step(tokens, count)  # one shape: the prefix is masked, not sliced
+        """),
+        gpu_skip="nothing fails and the results are right: the cost is a new recording per shape, measured on an "
+        "H200 with torch 2.11 (benchmarks/h200-2026-12-01-optlr/compiled-shapes.jsonl)",
+        trace=None,
+        trace_blind="the shape changes between iterations of the caller's loop, and a trace runs one step",
+    ),
+    Region(),
+)
+def input_shape_changes_between_calls(region, ctx):
+    if region.klass != "compile":
+        return
+    for inv in near.invocations(region, ctx):
+        if not inv.loops:
+            continue
+        facts, call = inv.facts, inv.call.node
+        loops = [lp for lp in facts.loops if any(lo <= call.lineno <= hi and lp.lineno == lo for lo, hi in inv.loops)]
+        for arg in [*call.args, *(kw.value for kw in call.keywords)]:
+            sliced = _sliced_per_iteration(facts, arg, loops, call.lineno)
+            if sliced is not None:
+                yield found(call, module=facts.module, what=text_of(sliced))
+                break
+
+
+def _sliced_per_iteration(facts, expr, loops, line: int, depth: int = 0):
+    """The subscript in ``expr`` (or in what its names were last bound to inside the loop) whose slice
+    bounds change from one iteration to the next, or None."""
+    if depth > 4 or expr is None:
+        return None
+    t = type(expr)
+    if t is ast.Subscript:
+        parts = expr.slice.elts if type(expr.slice) is ast.Tuple else [expr.slice]
+        for part in parts:
+            if type(part) is ast.Slice and _changing_bounds(facts, part, loops) and not _fixed_width(part):
+                return expr
+        return _sliced_per_iteration(facts, expr.value, loops, line, depth + 1)
+    if t is ast.BinOp:
+        return _sliced_per_iteration(facts, expr.left, loops, line, depth + 1) or \
+            _sliced_per_iteration(facts, expr.right, loops, line, depth + 1)
+    if t is ast.Call:
+        inner = expr.func.value if type(expr.func) is ast.Attribute else None  # ``crop.cuda()``, ``x.clone()``
+        for sub in [inner, *expr.args]:
+            found_here = _sliced_per_iteration(facts, sub, loops, line, depth + 1)
+            if found_here is not None:
+                return found_here
+        return None
+    if t is ast.Name:
+        bound = [s for s in facts.stores if s.name == expr.id and s.node.lineno < line and not s.loop_target
+                 and type(s.node) is ast.Assign and _in_loops(s.node.lineno, loops)]
+        if bound:
+            return _sliced_per_iteration(facts, bound[-1].node.value, loops, line, depth + 1)
+    return None
+
+
+def _in_loops(line: int, loops) -> bool:
+    return any(lp.lineno <= line <= lp.end_lineno for lp in loops)
+
+
+def _changing_bounds(facts, part: ast.Slice, loops) -> bool:
+    """A bound that names a loop variable or a name the loop rebinds."""
+    for bound in (part.lower, part.upper):
+        for name in (n for n in ast.walk(bound) if type(n) is ast.Name) if bound is not None else ():
+            if any(s.name == name.id and _in_loops(s.node.lineno, loops) for s in facts.stores):
+                return True
+    return False
+
+
+def _fixed_width(part: ast.Slice) -> bool:
+    """``x[i:i + n]``: the upper bound is the lower bound plus something, so the width stays the same."""
+    upper, lower = part.upper, part.lower
+    return type(upper) is ast.BinOp and type(upper.op) is ast.Add and lower is not None \
+        and ast.dump(upper.left) == ast.dump(lower)
