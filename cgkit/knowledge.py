@@ -994,6 +994,33 @@ ENTRIES: tuple[Entry, ...] = (
         rank=60,
     ),
     Entry(
+        id="func-grad-mutates-captured-tensor",
+        group="compile",
+        heading="During a grad (vjp, jvp, grad, etc) transform, the function provided attempted to call in-place operation",
+        title="The model writes in place to a tensor that torch.func.grad did not receive as an input.",
+        patterns=(r"transform, the function provided attempted to call in-place operation",),
+        cause=(
+            "Inside `torch.func.grad` (the compile recipe's training step, `manual --fuse --gradients func`), a "
+            "function may write in place only to tensors passed to it. A forward that updates a tensor it holds "
+            "(BatchNorm's running statistics when buffers are not passed in, a cache or counter kept as a plain "
+            "attribute) mutates a captured tensor, which the transform refuses."
+        ),
+        fix=(
+            "Register such state as a buffer (`self.register_buffer(...)`): cgkit's recipes pass every buffer to "
+            "the transformed function, where in-place updates are allowed. Or render the recipe with "
+            "`--gradients autograd`, which runs the compiled forward and `loss.backward()`."
+        ),
+        seen="Real output of torch 2.13 on a CPU, BatchNorm2d with its buffers captured "
+             "(benchmarks/h200-2026-12-01-func/NOTES.md).",
+        examples=(
+            "RuntimeError: During a grad (vjp, jvp, grad, etc) transform, the function provided attempted to call "
+            "in-place operation (aten::add_.Tensor) that would mutate a captured Tensor. This is not supported; "
+            "please rewrite the function being transformed to explicitly accept the mutated Tensor(s) as inputs.",
+        ),
+        see=(f"{_PT}#compile-training-gradients-from-torchfunc-the-optimizer-step-compiled-too",),
+        rank=60,
+    ),
+    Entry(
         id="backward-op-not-differentiable",
         group="compile",
         heading="derivative for aten::..._backward is not implemented",

@@ -129,7 +129,7 @@ def test_compile_marks_steps_and_counts_skips():
 def test_compile_training_takes_gradients_from_one_compiled_grad_unless_told_autograd():
     for func in (_render(workflow="compile", mode="training"),
                  _render(workflow="manual", mode="training", fuse=True, gradients="func")):
-        assert "torch.func.grad_and_value(loss_of)(trained)" in func and "torch.compile(gradients_and_loss" in func
+        assert "torch.func.grad_and_value(loss_of)(trained, buffers)" in func and "torch.compile(gradients_and_loss" in func
         assert "func_train_step(trained, gradients_and_loss, optimizer" in func.split("def make_graphed_training")[1]
         assert "def fuse(model)" not in func
     assert "compile_gradients(model, COMPILE_MODE)" in _render(workflow="compile", mode="training")

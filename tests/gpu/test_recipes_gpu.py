@@ -17,6 +17,9 @@ MODELS = Path(__file__).resolve().parent.parent / "models"
 GPT = MODELS / "tiny_gpt.py"
 GPT_OPTS = ["--model", f"{GPT}:build", "--inputs", f"{GPT}:example_batch"]
 GPT_LOSS = ["--loss", f"{GPT}:next_token_loss"]
+TRACE_MODELS = MODELS / "trace_models.py"
+CONVNET_OPTS = ["--model", f"{TRACE_MODELS}:convnet", "--inputs", f"{TRACE_MODELS}:images"]  # BatchNorm
+MLP_OPTS = ["--model", f"{TRACE_MODELS}:mlp", "--inputs", f"{TRACE_MODELS}:batch"]  # Dropout
 
 PASSING = {
     "manual-inference": ["--workflow", "manual"],
@@ -44,6 +47,10 @@ PASSING = {
     "compile-training-autograd": ["--workflow", "compile", "--mode", "training", "--gradients", "autograd"],
     "compile-training-eager-step": ["--workflow", "compile", "--mode", "training", "--optimizer-step", "eager"],
     "compile-training-sgd": ["--workflow", "compile", "--mode", "training", "--optimizer", "sgd"],
+    "compile-training-batchnorm": ["--workflow", "compile", "--mode", "training", *CONVNET_OPTS],
+    "compile-training-dropout": ["--workflow", "compile", "--mode", "training", *MLP_OPTS],
+    "manual-fuse-training-func-batchnorm": ["--workflow", "manual", "--mode", "training", "--fuse", "--gradients", "func",
+                                            *CONVNET_OPTS],
     "compile-gpt-inference": ["--workflow", "compile", *GPT_OPTS],
     "compile-gpt-training": ["--workflow", "compile", "--mode", "training", *GPT_OPTS, *GPT_LOSS],
     "compile-gpt-training-bf16": ["--workflow", "compile", "--mode", "training", "--amp", "bf16", *GPT_OPTS, *GPT_LOSS],
