@@ -1215,3 +1215,41 @@ def test_a_number_that_only_shapes_a_tensor_argument_is_not_a_changing_argument(
                 normalize(tr[None, :, :T].clone())
                 scaled(tr, i * 0.5)
     """, select=["CG404"]) == [(7, "CG404")]
+
+
+def test_a_capture_after_leaving_the_warm_up_side_stream_runs_on_the_default_stream():
+    source = """
+        import torch
+
+        class Runner:
+            def __init__(self, model: torch.nn.Linear):
+                self.model = model
+                self.x = torch.zeros(4, 8, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+                self.other = torch.cuda.CUDAGraph()
+
+            def capture(self):
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    for _ in range(3):
+                        self.model(self.x)
+                torch.cuda.current_stream().wait_stream(s)
+                self.graph.capture_begin()
+                self.y = self.model(self.x)
+                self.graph.capture_end()
+
+            def capture_inside(self):
+                s = torch.cuda.Stream()
+                with torch.cuda.stream(s):
+                    self.model(self.x)
+                    self.other.capture_begin()
+                    self.z = self.model(self.x)
+                    self.other.capture_end()
+
+            def capture_for_a_caller(self):
+                self.other.capture_begin()  # the caller may have set a side stream: not reported
+                self.z = self.model(self.x)
+                self.other.capture_end()
+    """
+    assert [(line, code) for line, code in _codes(source) if code == "CG603"] == [(17, "CG603")]

@@ -140,7 +140,8 @@ _SET_STREAM = ("torch.cuda.set_stream", "torch.accelerator.set_stream")
         what="Checks for `CUDAGraph.capture_begin()` called in a script, in a function the script calls or "
         "in a function that also replays the graph, with no `torch.cuda.stream(...)` context or `set_stream` "
         "around it; and for `torch.cuda.graph(g, stream=torch.cuda.default_stream())`. A `capture_begin` "
-        "inside a library function whose callers are not in view is not reported: they may set the stream.",
+        "inside a library function whose callers are not in view is not reported (they may set the stream), "
+        "unless that function itself warmed up on a side stream and left it before capturing.",
         why="PyTorch refuses to capture on the default stream: `capture_begin` raises \"CUDA graphs must "
         "be captured on a non-default stream\". `with torch.cuda.graph(g)` switches to a side stream by "
         "itself; the raw `capture_begin()`/`capture_end()` pair does not, so the code around it must.",
@@ -197,6 +198,8 @@ def _on_default_stream(region, ctx) -> bool:
         return False
     if type(region.scope.node) is ast.Module or _replays_itself(sf, region):
         return True
+    if any(w.end_lineno < region.stmt.lineno for w, _ in sf.stream_withs):
+        return True  # it warmed up on a side stream, left it, and captures on the stream it came back to
     # A helper: only when the script's own top-level code calls it, off any side stream (callers
     # further away, a library's users, may well set the stream).
     module_code = facts_of(ctx.project, region.module.body_ref)
