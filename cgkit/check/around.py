@@ -524,6 +524,9 @@ def _writes(sf, between, ctx, out: dict, recapture=None, callees=True) -> None:
             key = group_key(sf, target)
             if key is not None:
                 out.setdefault(("group", key), []).append(Change(sf.module, stmt))
+            entry = global_entry(sf, target)
+            if entry is not None:  # ``CFG["dt"] = adapt_dt(vel)``: an entry of a module-level dict
+                out.setdefault(("global_item", sf.module.path, *entry), []).append(Change(sf.module, stmt))
     for c in sf.calls if callees else ():
         line = c.node.lineno
         if not between(line):
@@ -552,6 +555,9 @@ def _writes_in_callee(tf, via, out: dict) -> None:
         key = group_key(tf, target)
         if key is not None:
             out.setdefault(("group", key), []).append(Change(tf.module, stmt, None, via))
+        entry = global_entry(tf, target)
+        if entry is not None:
+            out.setdefault(("global_item", tf.module.path, *entry), []).append(Change(tf.module, stmt, None, via))
 
 
 def _setters_in_loops(region, ctx, out: dict) -> None:
@@ -728,7 +734,34 @@ def initial_literal(read, ctx) -> bool:
         for s in facts_of(project, module.body_ref).stores:
             if s.name == key[-1] and not s.aug:
                 return scalar_literal(getattr(s.node, "value", None))
+    if key[0] == "global_item":
+        value = _module_dict(read.module, key[2])
+        for k, v in zip(value.keys, value.values, strict=True) if value is not None else ():
+            if type(k) is ast.Constant and k.value == key[3]:
+                return scalar_literal(v)
     return False
+
+
+def global_entry(facts, target) -> tuple | None:
+    """``(name, key)`` for ``CFG["dt"]`` where ``CFG`` is a dict literal bound at the module's top level
+    (and not a local or parameter of the function)."""
+    if type(target) is not ast.Subscript or type(target.value) is not ast.Name:
+        return None
+    key = target.slice
+    if type(key) is not ast.Constant or not isinstance(key.value, str):
+        return None
+    name = target.value.id
+    is_module = type(facts.fref.node) is ast.Module
+    if not is_module and (name in facts.params or any(s.name == name for s in facts.stores)):
+        return None
+    return (name, key.value) if _module_dict(facts.module, name) is not None else None
+
+
+def _module_dict(module, name: str):
+    """The dict literal that ``name`` is bound to at the module's top level (its only binding), or None."""
+    found = [stmt.value for stmt in module.tree.body if type(stmt) is ast.Assign
+             and any(type(t) is ast.Name and t.id == name for t in stmt.targets)]
+    return found[0] if len(found) == 1 and type(found[0]) is ast.Dict else None
 
 
 def _python_value(sf, stmt) -> bool:
@@ -787,6 +820,10 @@ def reads_in_region(region, ctx) -> list[Read]:
         for node in facts.loads:
             if lo <= node.lineno <= hi and (is_module or (node.id not in local or node.id in facts.global_names)):
                 out.append(Read(("global", facts.module.path, node.id), facts.module, node, None, facts, chain))
+        for node, _stmt in facts.subscripts:
+            entry = global_entry(facts, node) if lo <= node.lineno <= hi else None
+            if entry is not None:
+                out.append(Read(("global_item", facts.module.path, *entry), facts.module, node, None, facts, chain))
         if facts.cls is not None:
             for node in facts.self_loads:
                 if lo <= node.lineno <= hi:
@@ -850,7 +887,7 @@ def _text(node) -> str | None:
 
 __all__ = [
     "Around", "Change", "Invocation", "Read", "around", "changes_between", "compiled_names", "group_key",
-    "bound_from", "initial_literal", "instance_class", "invocations", "kept_in", "returned_positions", "replay_sites", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
+    "bound_from", "global_entry", "initial_literal", "instance_class", "invocations", "kept_in", "returned_positions", "replay_sites", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
     "replay_loops", "tensor_lr",
 ]
 

@@ -1253,3 +1253,23 @@ def test_a_capture_after_leaving_the_warm_up_side_stream_runs_on_the_default_str
                 self.other.capture_end()
     """
     assert [(line, code) for line, code in _codes(source) if code == "CG603"] == [(17, "CG603")]
+
+
+def test_an_entry_of_a_module_level_dict_changed_between_calls():
+    assert _codes("""
+        import torch
+
+        CFG = {"dt": 0.01, "dx": 0.02, "name": "run"}
+
+        def step(pos, vel):
+            dt = CFG["dt"]
+            return pos + vel * dt * CFG["dx"]
+
+        step = torch.compile(step, mode="reduce-overhead")
+
+        def rollout(pos, vel, n):
+            for i in range(n):
+                pos = step(pos, vel)
+                CFG["dt"] = 0.01 / (i + 1)
+            return pos
+    """) == [(6, "CG404")]

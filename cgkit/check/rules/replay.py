@@ -555,7 +555,8 @@ _SCALAR_ANNOTATIONS = ("int", "float", "bool")
         compile="warning",
         what="Checks for Python values read inside a captured region that change between replays (or "
         "between calls of a compiled function): names rebound after the capture, attributes and globals "
-        "set after it (directly or by a method called there), optimizer param-group entries "
+        "set after it (directly or by a method called there), entries of a module-level dict "
+        "(`CFG[\"dt\"] = ...`), optimizer param-group entries "
         "(`group[\"lr\"] = ...`, a scheduler's `step()` when the learning rate is a Python number) for "
         "a captured optimizer step or one compiled with CUDA graphs, and "
         "Python numbers passed to a compiled function that change from call to call. A value that is "
@@ -615,6 +616,8 @@ def python_scalar(region, ctx):
                     continue
                 report_key = (key, id(writes[0].cls))
                 what = f"{text_of(read.node.value)}.{key[1]}"
+            elif key[0] == "global_item":
+                report_key, what = key, f"{key[2]}[{key[3]!r}]"
             else:
                 report_key = key
                 what = key[-1]
