@@ -348,7 +348,9 @@ def _compute_changes(region, ctx) -> dict:
         for inv in invocations(region, ctx):
             if inv.loops:
                 loops = inv.loops
-                _writes(inv.facts, lambda line, loops=loops: any(lo <= line <= hi for lo, hi in loops), ctx, out)
+                called = {_text(inv.call.node.func)} - {None}  # ``model.horizon = h; model(x)``: its object
+                _writes(inv.facts, lambda line, loops=loops: any(lo <= line <= hi for lo, hi in loops), ctx, out,
+                        compiled_objects=called)
         _setters_in_loops(region, ctx, out)
         for facts in {id(inv.facts): inv.facts for inv in invocations(region, ctx)}.values():
             _per_call_writes(facts, ctx, out)
@@ -492,10 +494,11 @@ def _compute_replay_sites(region, ctx) -> list:
     return out
 
 
-def _writes(sf, between, ctx, out: dict, recapture=None, callees=True) -> None:
+def _writes(sf, between, ctx, out: dict, recapture=None, callees=True, compiled_objects=frozenset()) -> None:
     """The writes ``between(line)`` selects in ``sf`` (and, with ``callees``, the callees it calls there).
     ``recapture``: the capturing function; a call of it captures again, so what it sets is not a change
-    under the old graph."""
+    under the old graph. ``compiled_objects``: names the compiled callable is called through, whose
+    attributes are its own even where their class is unknown."""
     project = ctx.project
     is_module = type(sf.fref.node) is ast.Module
     for s in sf.stores:
@@ -509,7 +512,8 @@ def _writes(sf, between, ctx, out: dict, recapture=None, callees=True) -> None:
     for owner, attr, stmt in sf.attr_stores:
         if between(stmt.lineno) and _python_value(sf, stmt):
             cls = instance_class(sf, sf.infer(owner))
-            if cls is not None or held_by_self(owner, sf):  # ``for layer in self.layers: layer.flag = ...``
+            if cls is not None or held_by_self(owner, sf) or owner.id in compiled_objects:
+                # ``for layer in self.layers: layer.flag = ...``; ``model.horizon = h`` before ``model(x)``
                 out.setdefault(("attr", attr), []).append(Change(sf.module, stmt, cls, literal=_literal_store(sf, stmt)))
     if sf.cls is not None:
         for store in sf.self_stores:

@@ -1273,3 +1273,32 @@ def test_an_entry_of_a_module_level_dict_changed_between_calls():
                 CFG["dt"] = 0.01 / (i + 1)
             return pos
     """) == [(6, "CG404")]
+
+
+def test_an_attribute_set_on_the_object_the_compiled_call_goes_through():
+    assert _codes("""
+        import torch
+        import torch.nn as nn
+
+        class Forecaster(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(8, 720)
+                self.horizon = 96
+
+            def forward(self, x):
+                return self.head(x)[..., : self.horizon]
+
+        def serve(model, series, horizons, args):
+            out = {}
+            for name, h in horizons.items():
+                model.horizon = h
+                args.horizon = h  # another object: not reported
+                out[name] = model(series).clone()
+            return out
+
+        def build():
+            model = Forecaster().cuda()
+            model.forward = torch.compile(model.forward, mode="max-autotune")
+            return model
+    """) == [(11, "CG404")]
