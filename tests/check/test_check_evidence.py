@@ -1302,3 +1302,21 @@ def test_an_attribute_set_on_the_object_the_compiled_call_goes_through():
             model.forward = torch.compile(model.forward, mode="max-autotune")
             return model
     """) == [(11, "CG404")]
+
+
+def test_long_marks_a_tensor_and_a_list_fallback_is_a_list():
+    assert _codes("""
+        import torch
+
+        class Pool:
+            def __init__(self, n, subset=None):
+                self.subset = subset or list(range(n))
+                self.adj = torch.ones(n, n, device="cuda")
+
+            def step(self, adj, cap):
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    deg = min(int(adj.sum(-1).long().max()), cap)
+                    sub = self.adj[self.subset]
+                return g, deg, sub
+    """) == [(11, "CG103"), (12, "CG303")]

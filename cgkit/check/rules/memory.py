@@ -213,9 +213,11 @@ def _binds(stmt, name: str) -> bool:
 
 
 def _is_list(expr) -> bool:
-    """A list literal or comprehension, or ``list(...)``/``sorted(...)``."""
+    """A list literal or comprehension, ``list(...)``/``sorted(...)``, or ``given or list(range(n))``."""
     if type(expr) in (ast.List, ast.ListComp):
         return True
+    if type(expr) is ast.BoolOp and type(expr.op) is ast.Or:
+        return any(_is_list(v) for v in expr.values)
     return type(expr) is ast.Call and type(expr.func) is ast.Name and expr.func.id in ("list", "sorted")
 
 
