@@ -1320,3 +1320,25 @@ def test_long_marks_a_tensor_and_a_list_fallback_is_a_list():
                     sub = self.adj[self.subset]
                 return g, deg, sub
     """) == [(11, "CG103"), (12, "CG303")]
+
+
+def test_an_output_unpacked_and_used_in_the_same_iteration_is_not_kept():
+    assert _codes("""
+        import torch
+
+        @torch.compile(mode="reduce-overhead")
+        def classify(img):
+            probs = img.softmax(-1)
+            return probs.argmax(-1), probs.amax(-1)
+
+        def run(bursts):
+            results, prev = [], None
+            for img in bursts:
+                out = classify(img)
+                labels, conf = out
+                results.append((labels.cpu(), conf.cpu()))
+                if prev is not None:
+                    results.append(prev[1].sum().cpu())
+                prev = out
+            return results
+    """, select=["CG407"]) == [(16, "CG407")]

@@ -1404,6 +1404,15 @@ def _kept_directly(stmt, call_node, loops) -> str | None:
     return None
 
 
+def _read_before_rebinding(facts, store, loop) -> bool:
+    """``prev = out`` (a plain name, not an unpacking) whose name the loop reads above the store: on the
+    next iteration it is read before it is bound again."""
+    targets = getattr(store.node, "targets", [])
+    if len(targets) != 1 or type(targets[0]) is not ast.Name:
+        return False
+    return any(n.id == store.name and loop[0] <= n.lineno < store.node.lineno for n in facts.loads)
+
+
 def _kept(facts, name, stmt, call_node, others, loops):
     """Where ``name`` (the result of ``call_node``) is kept past another call of the function."""
     bound = stmt.end_lineno
@@ -1423,7 +1432,7 @@ def _kept(facts, name, stmt, call_node, others, loops):
     for s in facts.stores:  # ``prev_logits = logits`` in the loop: read again after the next call
         value = getattr(s.node, "value", None)
         if loop is not None and type(value) is ast.Name and value.id == name and bound < s.node.lineno < until \
-                and loop[0] <= s.node.lineno <= loop[1]:
+                and loop[0] <= s.node.lineno <= loop[1] and _read_before_rebinding(facts, s, loop):
             yield found(s.node, module=facts.module, what=name, detail=f" (as `{s.name}`, read on the next iteration)")
             return
     later_calls = [n.lineno for n in others if bound < n.lineno < until]
