@@ -16,15 +16,9 @@ Inductor switches) from the same initial weights and batch:
                    compiled_opt with inductor's cudagraph trees off (one plain CUDA graph per graph)
   whole_step       forward, loss, backward and optimizer.step in one compiled function, with
                    compiled autograd tracing the backward
-  compiled_opt_skip_guards
-                   compiled_opt, and after the warm-up steps torch.compiler.set_stance(
-                   skip_guard_eval_unsafe=True): Dynamo checks only the guards that tell its
-                   compiled versions apart
   func_grad        forward and backward as one compiled function of torch.func.grad_and_value
                    (no autograd engine at run time; gradients are the graph's outputs), the
                    gradients set as .grad, then the compiled optimizer.step
-  func_grad_skip_guards
-                   func_grad with the guards skipped as in compiled_opt_skip_guards
 
 For reference, the same process times the eager step and `manual`'s whole step in one
 torch.cuda.graph. Every form's losses over its first steps are compared with eager's. One JSON
@@ -47,7 +41,7 @@ sys.path.insert(0, str(HERE))
 from demo_timing import time_ms  # noqa: E402  (one CUDA-event timer for the small experiments)
 
 FORMS = ("eager_opt", "fused_opt", "compiled_opt", "compiled_opt_nn_guards_off", "compiled_opt_trees_off",
-         "whole_step", "compiled_opt_skip_guards", "func_grad", "func_grad_skip_guards")
+         "whole_step", "func_grad")
 LOSS_STEPS = 6
 
 
@@ -109,7 +103,7 @@ def form_step(form: str, model, inputs):
 
         return step
 
-    if form.startswith("func_grad"):
+    if form == "func_grad":
         return func_grad_step(model, inputs, optimizer)
 
     compiled = torch.compile(model, **settings)
@@ -220,8 +214,6 @@ def run_form(args) -> dict:
         row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
         return row
     row["loss_max_diff"] = max(abs(a - b) for a, b in zip(losses, eager_losses, strict=True))
-    if args.form.endswith("skip_guards"):  # warmed up: from here on only the differentiating guards run
-        torch.compiler.set_stance("default", skip_guard_eval_unsafe=True)
     row["eager_ms"] = time_ms(eager, iters=100)
     row["manual_ms"] = time_ms(manual, iters=100)
     row["form_ms"] = time_ms(step, iters=100)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from cgkit.check.callers import call_sites, functions_of, seed_from_callers, source_of
 from cgkit.check.facts import facts_of, held_by_self, is_tensor
-from cgkit.check.names import dotted
+from cgkit.check.names import bound_values, dotted
 from cgkit.check.project import FUNC_TYPES, ClassIndex, FuncRef
 
 _LOOPS = (ast.For, ast.While, ast.AsyncFor)
@@ -763,8 +763,7 @@ def global_entry(facts, target) -> tuple | None:
 
 def _module_dict(module, name: str):
     """The dict literal that ``name`` is bound to at the module's top level (its only binding), or None."""
-    found = [stmt.value for stmt in module.tree.body if type(stmt) is ast.Assign
-             and any(type(t) is ast.Name and t.id == name for t in stmt.targets)]
+    found = bound_values(module.tree.body, name)
     return found[0] if len(found) == 1 and type(found[0]) is ast.Dict else None
 
 
@@ -783,17 +782,32 @@ def _python_value(sf, stmt) -> bool:
 def group_key(facts, target: ast.Subscript) -> str | None:
     """``g["lr"]`` where ``g`` iterates ``opt.param_groups``, or ``opt.param_groups[0]["lr"]``."""
     key = target.slice
-    if type(key) is not ast.Constant or key.value not in GROUP_KEYS:
+    if type(key) is not ast.Constant or key.value not in GROUP_KEYS or _param_groups_of(facts, target) is None:
         return None
+    return key.value
+
+
+def group_owner(facts, target: ast.Subscript) -> str | None:
+    """The optimizer whose param group ``target`` writes: ``opt`` for ``opt.param_groups[0]["lr"]`` or
+    for ``g["lr"]`` with ``g`` iterating ``opt.param_groups``."""
+    groups = _param_groups_of(facts, target)
+    return _text(groups.value) if groups is not None else None
+
+
+def iterates_param_groups(loop) -> bool:
+    it = getattr(loop, "iter", None)
+    return type(it) is ast.Attribute and it.attr == "param_groups"
+
+
+def _param_groups_of(facts, target: ast.Subscript):
+    """The ``opt.param_groups`` expression behind an entry ``target`` of one group, or None."""
     owner = target.value
     if type(owner) is ast.Subscript and type(owner.value) is ast.Attribute and owner.value.attr == "param_groups":
-        return key.value
+        return owner.value
     if type(owner) is ast.Name:
         for s in facts.stores:
-            if s.name == owner.id and s.loop_target:
-                it = getattr(s.node, "iter", None)
-                if type(it) is ast.Attribute and it.attr == "param_groups":
-                    return key.value
+            if s.name == owner.id and s.loop_target and iterates_param_groups(s.node):
+                return s.node.iter
     return None
 
 
@@ -890,7 +904,7 @@ def _text(node) -> str | None:
 
 
 __all__ = [
-    "Around", "Change", "Invocation", "Read", "around", "changes_between", "compiled_names", "group_key",
+    "Around", "Change", "Invocation", "Read", "around", "changes_between", "compiled_names", "group_key", "group_owner", "iterates_param_groups",
     "bound_from", "global_entry", "initial_literal", "instance_class", "invocations", "kept_in", "returned_positions", "replay_sites", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
     "replay_loops", "tensor_lr",
 ]

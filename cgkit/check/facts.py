@@ -167,7 +167,6 @@ class Facts:
         self.self_name: str | None = None
         self.calls: list[CallSite] = []
         self.conds: list[tuple[ast.expr, ast.AST]] = []  # (tested expression, statement)
-        self.subscripts: list[tuple[ast.Subscript, ast.AST]] = []  # reads: ``x[i]``
         self.indexings: list[tuple[ast.Subscript, ast.AST]] = []  # reads and writes: ``x[i]``, ``x[i] = v``
         self.fstrings: list[tuple[ast.FormattedValue, ast.AST]] = []
         self.withs: list[ast.With] = []
@@ -343,13 +342,13 @@ class Facts:
                 if tag == "inst" and meth == "forward" and recv[1].is_module(self.project):
                     return TENSOR
                 return None
-            if recv is None and not _is_self_attr(func.value, self.self_name):
+            if recv is None and not is_self_attr(func.value, self.self_name):
                 if meth in _TENSOR_ONLY_METHODS:
                     return TENSOR  # ``logits.softmax(-1)``: only tensors have these methods (not arrays, lists, modules)
                 if meth in _TENSOR_ONLY_MASK_METHODS:
                     return MASK
             if recv is None and meth in _TO_DEVICE and type(func.value) in (ast.Subscript, ast.Attribute) \
-                    and not _is_self_attr(func.value, self.self_name):
+                    and not is_self_attr(func.value, self.self_name):
                 # ``batch["x"].cuda()``, ``item.feats.to(device)``: data moved to the GPU (a module is
                 # moved through a name, and ``self.<sub>`` is resolved above when it is one).
                 return TENSOR
@@ -583,6 +582,11 @@ class Facts:
         elif t is ast.Subscript:
             self.item_stores.append((target, stmt))
 
+    @property
+    def subscripts(self) -> list[tuple[ast.Subscript, ast.AST]]:
+        """The reads among the indexings: ``x[i]``, not ``x[i] = v``."""
+        return [item for item in self.indexings if type(item[0].ctx) is ast.Load]
+
     # -- hazards -------------------------------------------------------------------------------
     def hazards(self, scan) -> list:
         """What `scan` (the rules' function_hazards) finds in this function, computed once."""
@@ -716,8 +720,6 @@ def _viewed_name(node) -> str | None:
 
 
 def _h_subscript(f: Facts, n) -> None:
-    if type(n.ctx) is ast.Load:
-        f.subscripts.append((n, f._stmt))
     if type(n.ctx) is not ast.Del:
         f.indexings.append((n, f._stmt))
 
@@ -951,7 +953,7 @@ _TENSOR_ONLY_METHODS = frozenset(
 )
 
 
-def _is_self_attr(node, self_name) -> bool:
+def is_self_attr(node, self_name) -> bool:
     return type(node) is ast.Attribute and type(node.value) is ast.Name and node.value.id == self_name
 
 

@@ -91,3 +91,9 @@ def dotted(node: ast.expr) -> list[str] | None:
     parts.append(node.id)
     parts.reverse()
     return parts
+
+
+def bound_values(body: list[ast.stmt], name: str) -> list[ast.expr]:
+    """What the plain assignments ``name = value`` among ``body``'s statements bind, in order."""
+    return [stmt.value for stmt in body
+            if type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == name for t in stmt.targets)]

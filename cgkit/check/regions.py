@@ -25,7 +25,7 @@ import re
 from cgkit.check.callers import seed_from_callers
 from cgkit.check.facts import TENSOR, attr_kind, facts_of
 from cgkit.check.model import kind_class
-from cgkit.check.names import add_import, dotted
+from cgkit.check.names import add_import, bound_values, dotted
 from cgkit.check.project import (
     _NESTED_BLOCKS,
     FUNC_TYPES,
@@ -633,13 +633,9 @@ def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
 
 def _dict_of(name: str, scope: FuncRef) -> ast.Dict | None:
     """The dict literal a name is bound to, in ``scope`` or at the module's top level (its last binding)."""
-    found = None
     bodies = [scope.module.tree.body] + ([scope.node.body] if type(scope.node) is not ast.Module else [])
-    for body in bodies:
-        for stmt in body:
-            if type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == name for t in stmt.targets):
-                found = stmt.value if type(stmt.value) is ast.Dict else None
-    return found
+    values = [v for body in bodies for v in bound_values(body, name)]
+    return values[-1] if values and type(values[-1]) is ast.Dict else None
 
 
 def _constant_of(name: str, scope: FuncRef):
@@ -653,10 +649,9 @@ def _constant_of(name: str, scope: FuncRef):
         if name in defaults:
             value = defaults[name]
             return value if type(value) is ast.Constant else None
-    for stmt in scope.module.tree.body:
-        if type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == name for t in stmt.targets):
-            if type(stmt.value) is ast.Constant:
-                return stmt.value
+    for value in bound_values(scope.module.tree.body, name):
+        if type(value) is ast.Constant:
+            return value
     return None
 
 

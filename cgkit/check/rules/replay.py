@@ -6,7 +6,15 @@ import ast
 
 from cgkit.check import around as near
 from cgkit.check import callers
-from cgkit.check.facts import MASK, RANDOM_FACTORIES, attr_kind, facts_of, is_tensor, module_facts
+from cgkit.check.facts import (
+    MASK,
+    RANDOM_FACTORIES,
+    attr_kind,
+    facts_of,
+    is_self_attr,
+    is_tensor,
+    module_facts,
+)
 from cgkit.check.model import Rule
 from cgkit.check.names import dotted
 from cgkit.check.project import FuncRef
@@ -710,30 +718,13 @@ def _compiled_step_groups(region, ctx):
                             detail=_COMPILED_STEP_DETAIL.format(owner=owner, line=region.line, key="lr"))
         for target_node, stmt in facts.item_stores:
             key = near.group_key(facts, target_node)
-            if key is None or (key == "lr" and tensor_lr) or _groups_owner(facts, target_node) != owner:
+            if key is None or (key == "lr" and tensor_lr) or near.group_owner(facts, target_node) != owner:
                 continue
-            in_loop = any(lp.lineno <= stmt.lineno <= lp.end_lineno and not _over_param_groups(lp) for lp in facts.loops)
+            in_loop = any(lp.lineno <= stmt.lineno <= lp.end_lineno and not near.iterates_param_groups(lp)
+                          for lp in facts.loops)
             if in_loop or fref.key in stepping:
                 yield found(stmt, module=facts.module, what=f'{owner}.param_groups[...]["{key}"]',
                             detail=_COMPILED_STEP_DETAIL.format(owner=owner, line=region.line, key=key))
-
-
-def _groups_owner(facts, target: ast.Subscript) -> str | None:
-    """``opt`` for ``opt.param_groups[0]["lr"]`` or for ``g["lr"]`` with ``g`` iterating ``opt.param_groups``."""
-    owner = target.value
-    if type(owner) is ast.Subscript and type(owner.value) is ast.Attribute and owner.value.attr == "param_groups":
-        return text_of(owner.value.value)
-    if type(owner) is ast.Name:
-        for s in facts.stores:
-            it = getattr(s.node, "iter", None)
-            if s.name == owner.id and s.loop_target and type(it) is ast.Attribute and it.attr == "param_groups":
-                return text_of(it.value)
-    return None
-
-
-def _over_param_groups(loop) -> bool:
-    it = getattr(loop, "iter", None)
-    return type(it) is ast.Attribute and it.attr == "param_groups"
 
 
 def _changing_arguments(region, ctx):
@@ -922,12 +913,13 @@ def runner_input_replaced_by_another_method(region, ctx):
     captures = {region.scope.name}
     while True:  # the methods that capture again, directly or through another method of the runner
         more = {name for name, facts in methods.items() if name not in captures
-                and any(c.meth in captures and _on_self(c, facts) for c in facts.calls)}
+                and any(c.meth in captures and is_self_attr(c.node.func, facts.self_name) for c in facts.calls)}
         if not more:
             break
         captures |= more
     runs = {facts.fref.name for facts, _span, _chain in region.reached if facts.cls is cls}
-    setup = {c.meth for c in methods["__init__"].calls if _on_self(c, methods["__init__"])} if "__init__" in methods else set()
+    init = methods.get("__init__")
+    setup = {c.meth for c in init.calls if is_self_attr(c.node.func, init.self_name)} if init is not None else set()
     for name, facts in methods.items():
         if name == "__init__" or name in captures or name in runs or name in replaying or name in setup:
             continue  # set-up that runs before any capture, the capture itself, and what replays
@@ -936,11 +928,6 @@ def runner_input_replaced_by_another_method(region, ctx):
             if store.attr in inputs and value is not None and not (type(value) is ast.Constant and value.value is None):
                 yield found(store.stmt, module=facts.module, what=f"self.{store.attr}", line=region.line,
                             how=f"replaced by `{cls.name}.{name}()` while the graph goes on replaying")
-
-
-def _on_self(call, facts) -> bool:
-    func = call.node.func
-    return type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id == facts.self_name
 
 
 @RULES.also("CG405", Region())
