@@ -330,7 +330,7 @@ def input_shape_changes_between_calls(region, ctx):
         if not inv.loops:
             continue
         facts, call = inv.facts, inv.call.node
-        loops = [lp for lp in facts.loops if any(lo <= call.lineno <= hi and lp.lineno == lo for lo, hi in inv.loops)]
+        loops = [lp for lp in facts.loops if lp.lineno <= call.lineno <= lp.end_lineno]  # the loops around the call
         for arg in [*call.args, *(kw.value for kw in call.keywords)]:
             sliced = _sliced_per_iteration(facts, arg, loops, call.lineno)
             if sliced is not None:
