@@ -354,6 +354,7 @@ def _compute_changes(region, ctx) -> dict:
         _setters_in_loops(region, ctx, out)
         for facts in {id(inv.facts): inv.facts for inv in invocations(region, ctx)}.values():
             _per_call_writes(facts, ctx, out)
+        _runtime_setters(region, ctx, out)
         return out
     if region.scope is None:
         return out
@@ -383,7 +384,73 @@ def _compute_changes(region, ctx) -> dict:
     for facts, loops in _replay_method_callers(region, ctx):  # ``for ...: runner.step()`` two calls away
         _writes(facts, lambda line, loops=loops: any(lo <= line <= hi for lo, hi in loops), ctx, out,
                 recapture=region.scope)
+    _runtime_setters(region, ctx, out)
     return out
+
+
+# Methods that build or restore an object: what they set is its starting state, not a change.
+_CONSTRUCTION = frozenset(("__init__", "__post_init__", "__new__", "__setstate__", "load_state_dict", "reset_parameters"))
+
+
+def _runtime_setters(region, ctx, out: dict) -> None:
+    """Attributes the region reads, set by code of its file that runs while the graph (or the compiled
+    function) is in use: a setter method (``def set_quality(self, n): self.iters = n``), a callback
+    (``trainer.smoothing = ...``), a calibration (``model.threshold = t``), a curriculum step
+    (``self.enc.active_levels += 1``). Not counted: the region's own code, construction, a function
+    that captures (or calls the capture) again, and a function that nothing calls, or only the code
+    that builds the object or captures, and a private function that nothing calls."""
+    project = ctx.project
+    attrs = {read.key[1] for read in reads_in_region(region, ctx) if read.key[0] == "attr"}
+    if not attrs:
+        return
+    reached = {facts.fref.key for facts, _span, _chain in region.reached}
+    setup = {r.scope.key for r in ctx.regions if r.scope is not None}
+    for fref in functions_of(region.module):
+        if type(fref.node) is ast.Module or fref.key in reached or fref.key in setup or fref.name in _CONSTRUCTION:
+            continue
+        text = source_of(fref)
+        if not any(f".{attr}" in text for attr in attrs):
+            continue
+        facts = facts_of(project, fref)
+        if _captures_again(facts, region) or not _called_at_run_time(fref, project, setup):
+            continue
+        for store in facts.self_stores if facts.cls is not None else ():
+            if store.attr in attrs and not is_tensor(store.kind) and type(store.kind) is not tuple \
+                    and not _initial_constant(facts.cls, store, project):
+                out.setdefault(("attr", store.attr), []).append(
+                    Change(facts.module, store.stmt, facts.cls, literal=_literal_store(facts, store.stmt, store.attr)))
+        local = {s.name for s in facts.stores if not s.loop_target}  # ``for blk in model.blocks``: its parts
+        for owner, attr, stmt in [*facts.attr_stores, *facts.held_stores]:
+            if type(owner) is ast.Name and owner.id in local and owner.id not in facts.params:
+                continue  # ``q = factory(); q.internal = flag``: configuring an object it builds
+            if attr in attrs and _python_value(facts, stmt):
+                cls = instance_class(facts, facts.infer(owner)) if type(owner) is ast.Name else None
+                out.setdefault(("attr", attr), []).append(Change(facts.module, stmt, cls, literal=_literal_store(facts, stmt)))
+
+
+def _initial_constant(cls, store, project) -> bool:
+    """``self.penalty = 1.0`` where ``__init__`` set the same constant: no change."""
+    value = _element_for(store.stmt, store.attr)
+    if type(value) is not ast.Constant:
+        return False
+    for klass in cls.mro(project):
+        init = klass.methods.get("__init__")
+        if init is not None:
+            for first in facts_of(project, FuncRef(klass.module, init, klass, "__init__")).self_stores:
+                if first.attr == store.attr:
+                    initial = _element_for(first.stmt, first.attr)
+                    return type(initial) is ast.Constant and initial.value == value.value
+    return False
+
+
+def _called_at_run_time(fref, project, setup: set) -> bool:
+    """Something calls the function outside construction and outside the functions that capture; or
+    nothing in the checked files calls it and it is public (``train()``, ``anneal()``: an entry point
+    for other code). A private function that nothing calls changes nothing."""
+    callers = [caller for caller, _call in call_sites(project, fref.name, fref)]
+    if not callers:
+        return not fref.name.startswith("_")
+    return any(c.name not in _CONSTRUCTION and c.key not in setup for c in callers)
 
 
 def _per_call_writes(facts, ctx, out: dict) -> None:

@@ -513,15 +513,16 @@ class Facts:
             for name, kind in seeds.items():
                 if name not in self.scalar_params:
                     self.kinds.setdefault(name, kind)
-        for name in _used_as_tensor(fn, set(self.params) - set(self.kinds) - self.scalar_params):
-            self.kinds[name] = TENSOR  # ``lengths[:, None].clamp(min=1)`` somewhere in the body
-        self.entry_kinds = dict(self.kinds)
         first = [*args.posonlyargs, *args.args]
         if id(fn) in self.project.closure_self:  # a function defined in a method, reading its ``self``
             self.self_name = self.project.closure_self[id(fn)]
         elif self.cls is not None and first and not any(_decorator_name(d) == "staticmethod" for d in fn.decorator_list):
             self.self_name = first[0].arg
             self.params.remove(first[0].arg)
+        candidates = set(self.params) - set(self.kinds) - self.scalar_params - {self.self_name}
+        for name in _used_as_tensor(fn, candidates, lambda node: self.module.qual(node, self.local_imports)):
+            self.kinds[name] = TENSOR  # ``lengths[:, None].clamp(min=1)`` somewhere in the body
+        self.entry_kinds = dict(self.kinds)
 
     def _annotated_class(self, annotation) -> ClassIndex | None:
         """The project class an annotation names: ``Transformer``, ``"Transformer"``,
@@ -919,24 +920,62 @@ def _is_scalar_default(node) -> bool:
     return False
 
 
-def _used_as_tensor(fn, candidates: set[str]) -> set[str]:
-    """Parameters the body calls a tensor-only method on (``x.softmax(-1)``, ``lengths[:, None].clamp()``):
-    evidence, from the whole body, that they arrive as tensors."""
+def _used_as_tensor(fn, candidates: set[str], qual) -> set[str]:
+    """Parameters the body treats as tensors, evidence from the whole body that they arrive as tensors:
+    a method only tensors have (``x.softmax(-1)``, ``lengths[:, None].clamp()``, ``y.numel()``,
+    ``mix.abs().amax()``), or the tensor argument of a torch operation (``torch.isnan(x)``,
+    ``F.pad(x, ...)``, ``torch.cat([a, b])``); ``qual`` names what a call calls."""
     out: set[str] = set()
     if not candidates:
         return out
     for node in ast.walk(fn):
-        if type(node) is ast.Call and type(node.func) is ast.Attribute:
+        if type(node) is not ast.Call:
+            continue
+        if type(node.func) is ast.Attribute:
             meth = node.func.attr
-            if meth in _TENSOR_ONLY_METHODS or meth in _TENSOR_ONLY_MASK_METHODS:
+            if meth in _TENSOR_ONLY_METHODS or meth in _TENSOR_ONLY_MASK_METHODS or meth in _TENSOR_ONLY_QUERIES:
                 base = node.func.value
-                while type(base) is ast.Subscript:
-                    base = base.value
+                while type(base) is ast.Subscript or (type(base) is ast.Call and type(base.func) is ast.Attribute):
+                    base = base.value if type(base) is ast.Subscript else base.func.value
                 if type(base) is ast.Name and base.id in candidates:
                     out.add(base.id)
+        if node.args and _tensor_operation(qual(node.func)):
+            first = node.args[0]
+            for item in first.elts if type(first) in (ast.List, ast.Tuple) else [first]:
+                if type(item) is ast.Name and item.id in candidates:
+                    out.add(item.id)
+    # ``ids.device`` on a value that is never called and shows nothing of a module: a tensor's device.
+    on_device = {n.value.id for n in ast.walk(fn) if type(n) is ast.Attribute and n.attr == "device"
+                 and type(n.value) is ast.Name and n.value.id in candidates}
+    if on_device - out:
+        for n in ast.walk(fn):
+            if type(n) is ast.Call and type(n.func) is ast.Name:
+                on_device.discard(n.func.id)
+            elif type(n) is ast.Attribute and n.attr in _MODULE_SIGNS and type(n.value) is ast.Name:
+                on_device.discard(n.value.id)
+        out |= on_device
     return out
 
 
+_MODULE_SIGNS = frozenset("""parameters named_parameters modules named_modules children buffers state_dict config
+    eval train forward generate""".split())
+
+
+def _tensor_operation(q: str | None) -> bool:
+    """``torch.isnan``, ``torch.nn.functional.pad``, ``torch.fft.rfft``: a torch operation whose first
+    argument is a tensor (not a factory, a setting, a check or a constructor)."""
+    if q is None or not q.startswith("torch."):
+        return False
+    name = q.rsplit(".", 1)[-1]
+    if name.startswith(("is_", "set_", "get_", "_")):
+        return False
+    if q.count(".") == 1:
+        return name[0].islower() and name not in _TORCH_NON_TENSOR and name not in _CPU_FACTORIES
+    return q[6 : -len(name) - 1] in _TORCH_TENSOR_SUBMODULES
+
+
+# Methods only tensors have whose result is not a tensor (or not always): evidence about the receiver only.
+_TENSOR_ONLY_QUERIES = frozenset("numel nelement ndimension dim element_size amax amin topk chunk unbind norm".split())
 _TO_DEVICE = frozenset(("cuda", "to", "pin_memory"))
 _MODULE_CONTAINERS = frozenset(("torch.nn.Sequential", "torch.nn.ModuleList"))
 _TENSOR_RETURNING = frozenset(("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
@@ -1036,7 +1075,7 @@ class ClassAttrs:
     def __init__(self):
         self.kinds: dict[str, object] = {}
         self.scalar_updates: dict[str, int] = {}  # attr -> line of an update outside __init__
-        self.hooks: list[ast.Call] = []  # self.register_*hook(...) calls
+        self.hooks: list[ast.Call] = []  # self.register_*hook(...) calls, and those on its parts (self.enc)
 
 
 def class_attrs(cls: ClassIndex, project: Project) -> ClassAttrs:
@@ -1081,6 +1120,8 @@ def _class_attrs(cls: ClassIndex, project: Project) -> ClassAttrs:
                         out.kinds.setdefault(key.value, TENSOR)
             elif call.meth and call.meth.startswith("register_") and call.meth.endswith("hook"):
                 value = call.node.func.value
+                while type(value) in (ast.Attribute, ast.Subscript):  # ``self.enc.register_...``: a part
+                    value = value.value
                 if type(value) is ast.Name and value.id == facts.self_name:
                     out.hooks.append(call.node)
     for attr in list(out.scalar_updates):

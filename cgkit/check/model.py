@@ -78,6 +78,9 @@ class Rule:
     compile_message: str | None = None
     gpu_check: str = "ok = True"
     gpu_skip: str | None = None  # why the GPU test cannot show the hazard, if it cannot
+    # The exception the example raises on a GPU when it is one the GPU test would otherwise take for a
+    # mistake in the program itself (a TypeError from a call the API refuses).
+    fails_with: str | None = None
     # How `cgkit trace` finds the example's hazard at run time: "script" (`cgkit trace EXAMPLE.py`),
     # "compile-step" (`cgkit trace --workflow compile --step EXAMPLE.py:step --inputs EXAMPLE.py:inputs`),
     # or None with ``trace_blind`` saying why a run cannot show it.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from cgkit.check.callers import argument_for, call_sites, functions_of
+from cgkit.check.callers import argument_for, call_sites, functions_of, source_of
 from cgkit.check.facts import facts_of
 from cgkit.check.names import dotted
 from cgkit.check.project import FuncRef
@@ -113,15 +113,38 @@ def _decorated(region, project, facts, lo: int, hi: int) -> list[Passed]:
         for factory in enclosing[depth + 1 :]:  # ``def cuda_graphed(...): def deco(fn): ...; return deco``
             if any(type(n) is ast.Return and type(n.value) is ast.Name and n.value.id in names for n in ast.walk(factory)):
                 names.add(factory.name)
+        slot = sorted(slots)[0]
+        # The wrapper warms up when it calls the function before capturing it (or on a side stream).
+        warmed = _called_before(facts, slot, region.stmt.lineno, slots) or any(
+            w.lineno < region.stmt.lineno for w, _ in facts.stream_withs)
         out = []
         for fref in functions_of(module):
             for dec in getattr(fref.node, "decorator_list", ()):
                 target = dec.func if type(dec) is ast.Call else dec
                 parts = dotted(target)
                 if parts and parts[-1] in names:
-                    out.append(Passed(fref, module.body_ref, dec, f"@{parts[-1]}", sorted(slots)[0], True))
+                    out.append(Passed(fref, module.body_ref, dec, f"@{parts[-1]}", slot, warmed))
+            out.extend(_applied(project, fref, outer.name, names - {outer.name}, slot, warmed))
         return out
     return []
+
+
+def _applied(project, fref, deco: str, factories: set, slot: str, warmed: bool) -> list[Passed]:
+    """A capturing decorator applied by a call: ``deco(self._predict)``, or ``cuda_graphed()(self._predict)``
+    where the factory ``cuda_graphed`` returns it."""
+    if not any(f"{name}(" in source_of(fref) for name in (deco, *factories)):
+        return []
+    facts = facts_of(project, fref)
+    out = []
+    for c in facts.calls:
+        node = c.node
+        func = node.func.func if type(node.func) is ast.Call else node.func
+        parts = dotted(func)
+        if not parts or not node.args or parts[-1] not in (factories if func is not node.func else {deco}):
+            continue
+        for target in resolve_callable(facts, node.args[0], node.lineno, project):
+            out.append(Passed(target, fref, node, f"@{parts[-1]}", slot, warmed))
+    return out
 
 
 def _enclosing_functions(module, node) -> list:

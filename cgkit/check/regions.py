@@ -428,8 +428,12 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
         if not found and inner is not expr:  # ``encoder.cuda()``, ``model.eval()``: the module itself
             return resolve_callable(facts, inner, line, project, _depth + 1)
         return found
-    if t is ast.Lambda and type(expr.body) is ast.Call:  # ``lambda h, s: edge_scores(h, s, cfg)``
-        return resolve_callable(facts, expr.body.func, line, project, _depth + 1)
+    if t is ast.Lambda:  # ``lambda h, s: edge_scores(h, s, cfg)``, ``lambda ids: model(ids).argmax(-1)``
+        found = []
+        for call in ast.walk(expr.body):
+            if type(call) is ast.Call and type(call.func) in (ast.Name, ast.Attribute):
+                found += [f for f in resolve_callable(facts, call.func, line, project, _depth + 1) if f not in found]
+        return found
     return []
 
 
@@ -632,10 +636,17 @@ def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
 
 
 def _dict_of(name: str, scope: FuncRef) -> ast.Dict | None:
-    """The dict literal a name is bound to, in ``scope`` or at the module's top level (its last binding)."""
+    """The dict a name is bound to, in ``scope`` or at the module's top level (its last binding): a
+    literal, or ``dict(mode="reduce-overhead", ...)`` read as one."""
     bodies = [scope.module.tree.body] + ([scope.node.body] if type(scope.node) is not ast.Module else [])
     values = [v for body in bodies for v in bound_values(body, name)]
-    return values[-1] if values and type(values[-1]) is ast.Dict else None
+    if not values:
+        return None
+    value = values[-1]
+    if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "dict" and not value.args \
+            and all(kw.arg is not None for kw in value.keywords):
+        return ast.Dict(keys=[ast.Constant(kw.arg) for kw in value.keywords], values=[kw.value for kw in value.keywords])
+    return value if type(value) is ast.Dict else None
 
 
 def _constant_of(name: str, scope: FuncRef):

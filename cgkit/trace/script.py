@@ -323,6 +323,10 @@ class _Graphed:
         self._trace, self._region, self._fn = trace, region, fn
 
     def __call__(self, *args, **kwargs):
+        if kwargs:  # torch's graphed callables take positional tensors only: this call raises TypeError
+            self._trace.report_now("CG511", getattr(self._fn, "__name__", type(self._fn).__name__), frames.caller(),
+                                   self._region, operation="keyword arguments to a graphed callable",
+                                   keywords=", ".join(f"`{k}=`" for k in kwargs))
         self._region.replays += 1
         return self._trace.call_recorded(self._region, f"replay {self._region.replays}", self._fn, *args, **kwargs)
 

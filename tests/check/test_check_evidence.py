@@ -1342,3 +1342,358 @@ def test_an_output_unpacked_and_used_in_the_same_iteration_is_not_kept():
                 prev = out
             return results
     """, select=["CG407"]) == [(16, "CG407")]
+
+
+def test_compile_options_spread_from_a_dict_call_turn_cudagraphs_on():
+    source = """
+        import numpy as np
+        import torch
+
+        OPTS = dict(mode="reduce-overhead", dynamic=False)
+        PLAIN = dict(mode="max-autotune-no-cudagraphs")
+
+        def step(x):
+            noise = np.random.rand()
+            return x * noise
+
+        fast = torch.compile(step, **OPTS)
+        plain = torch.compile(step, **PLAIN)
+    """
+    assert _codes(source) == [(8, "CG403")]
+    assert _codes(source.replace("**OPTS", "**PLAIN")) == []
+
+
+def test_a_value_the_region_reads_and_a_setter_of_the_file_changes_at_run_time():
+    source = """
+        import torch
+
+        class Refiner(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.iters = 4
+                self.lin = torch.nn.Linear(8, 8)
+
+            def forward(self, x):
+                for _ in range(self.iters):
+                    x = self.lin(x)
+                return x
+
+            def set_quality(self, iters: int):
+                self.iters = iters
+
+        def calibrate(refiner, fast):
+            refiner.iters = 2 if fast else 6
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+                self.x = torch.zeros(4, 8, device="cuda")
+                self.g = torch.cuda.CUDAGraph()
+
+            def capture(self):
+                self.model(self.x)
+                with torch.cuda.graph(self.g):
+                    self.y = self.model(self.x)
+
+            def run(self, x):
+                self.x.copy_(x)
+                self.g.replay()
+                return self.y
+    """
+    source = textwrap.dedent(source)
+    assert (10, "CG404") in _codes(source)
+    # Neither setter exists: nothing changes the value once the graph is captured.
+    without = source.replace("self.iters = iters", "pass").replace("refiner.iters = 2 if fast else 6", "pass")
+    assert (10, "CG404") not in _codes(without)
+    # A setter called only by the capturing method runs before the capture: set-up, not a change.
+    setup_only = without.replace("    def capture(self):", "    def configure(self):\n        self.model.iters = 3\n\n"
+                                 "    def capture(self):\n        self.configure()")
+    assert "self.configure()" in setup_only
+    assert (10, "CG404") not in _codes(setup_only)
+    assert (10, "CG404") in _codes(setup_only.replace("        self.configure()\n", "        pass\n")
+                                   .replace("self.g.replay()", "self.configure()\n        self.g.replay()"))
+
+
+def test_configuring_an_object_a_function_builds_is_not_a_change_of_the_one_captured():
+    source = """
+        import torch
+
+        class Scaler(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gain = 1.0
+
+            def forward(self, x):
+                return x * self.gain
+
+        def make_scaler(gain):
+            s = Scaler()
+            s.gain = gain
+            return s
+
+        def tune(model, gain):
+            model.gain = gain
+
+        model = Scaler().cuda()
+        x = torch.ones(4, device="cuda")
+        model(x)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = model(x)
+        g.replay()
+    """
+    assert (9, "CG404") in _codes(source)
+    assert (9, "CG404") not in _codes(source.replace("model.gain = gain", "pass"))
+
+
+def test_param_groups_changed_between_calls_of_a_compiled_function_that_steps_the_optimizer():
+    source = """
+        import torch
+
+        model = torch.nn.Linear(8, 8).cuda()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
+
+        @torch.compile(mode="reduce-overhead")
+        def opt_step():
+            opt.step()
+
+        def train(loader, total):
+            for step, (x, y) in enumerate(loader):
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt_step()
+                opt.zero_grad(set_to_none=True)
+                for group in opt.param_groups:
+                    group["lr"] = 1e-3 * (1 - step / total)
+    """
+    assert _codes(source) == [(16, "CG404")]
+    assert _codes(source.replace('mode="reduce-overhead"', 'mode="max-autotune-no-cudagraphs"')) == []
+
+
+def test_a_compiled_lambda_reaches_the_model_whose_output_it_post_processes():
+    source = """
+        import torch
+
+        class Tagger(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = torch.nn.Embedding(100, 16)
+
+            def forward(self, ids):
+                if (ids == 1).all():
+                    return torch.zeros(*ids.shape, 16, device=ids.device)
+                return self.emb(ids)
+
+        model = Tagger().cuda()
+        tag = torch.compile(lambda ids: model(ids).argmax(-1), mode="reduce-overhead")
+    """
+    assert _codes(source) == [(9, "CG201")]
+
+
+def test_parameters_used_by_torch_operations_or_tensor_only_queries_are_tensors():
+    source = """
+        import torch
+        import torch.nn.functional as F
+
+        @torch.compile(mode="reduce-overhead")
+        def loss_fn(pred, y, w, m):
+            n = int(y.sum())
+            k = int(w.sum())
+            if m.any():
+                pred = pred + 1
+            total = F.mse_loss(pred, y.float()) * y.numel()
+            return total + torch.isnan(w).float().sum() + m.device.index
+
+        @torch.compile(mode="reduce-overhead")
+        def count(items, model):
+            n = int(items.sum())
+            if model.any():
+                return n
+            return model(items.to(model.device))
+    """
+    found = _codes(source)
+    assert sorted({line for line, _ in found}) == [6, 7, 8]  # nothing in count(): no evidence there
+
+
+def test_a_capturing_decorator_without_warm_up_and_a_captured_method_that_runs_a_module():
+    source = """
+        import functools
+        import torch
+
+        def cuda_graphed(fn):
+            cache = {}
+
+            @functools.wraps(fn)
+            def wrapper(self, x):
+                if "g" not in cache:
+                    static_x = x.clone()
+                    g = torch.cuda.CUDAGraph()
+                    with torch.no_grad(), torch.cuda.graph(g):
+                        static_y = fn(self, static_x)
+                    cache["g"] = (g, static_x, static_y)
+                g, static_x, static_y = cache["g"]
+                static_x.copy_(x)
+                g.replay()
+                return static_y
+            return wrapper
+
+        class Scorer:
+            def __init__(self, net):
+                self.net = torch.nn.Linear(8, 8).cuda()
+
+            @cuda_graphed
+            def score(self, x):
+                return self.net(x).sum(-1)
+
+        class Runner:
+            def __init__(self):
+                self.net = torch.nn.Linear(8, 8).cuda()
+                self.x = torch.zeros(4, 8, device="cuda")
+                self.g = torch.cuda.CUDAGraph()
+
+            def _step(self):
+                return self.net(self.x)
+
+            def capture(self):
+                with torch.cuda.graph(self.g):
+                    self.y = self._step()
+    """
+    source = textwrap.dedent(source)
+    assert [c for c in _codes(source) if c[1] == "CG508"] == [(12, "CG508"), (39, "CG508")]
+    warmed = source.replace("            static_x = x.clone()\n", "            static_x = x.clone()\n            fn(self, static_x)\n") \
+        .replace("    def capture(self):\n", "    def capture(self):\n        self._step()\n")
+    assert warmed.count("fn(self, static_x)") == 2 and "self._step()\n        with" in warmed
+    assert [c for c in _codes(warmed) if c[1] == "CG508"] == []
+
+
+def test_a_generator_is_registered_by_name_not_by_the_file_mentioning_registration():
+    source = """
+        import torch
+
+        class Sampler:
+            def __init__(self):
+                self.gen = torch.Generator(device="cuda")
+                self.other_gen = torch.Generator(device="cuda")
+                self.x = torch.zeros(64, device="cuda")
+                self.g = torch.cuda.CUDAGraph()
+
+            def capture(self):
+                self.g.register_generator_state(self.gen)
+                with torch.cuda.graph(self.g):
+                    gen = self.gen
+                    a = torch.rand(64, device="cuda", generator=gen)
+                    b = torch.rand(64, device="cuda", generator=self.other_gen)
+                    self.y = self.x + a + b
+    """
+    assert [c for c in _codes(source) if c[1] == "CG409"] == [(15, "CG409")]
+
+
+def test_a_capture_begin_in_a_method_this_file_calls_off_a_side_stream_is_on_the_default_stream():
+    source = """
+        import torch
+
+        class Upscaler:
+            def __init__(self, net):
+                self.net = net
+                self.side = torch.cuda.Stream()
+                self.x = torch.zeros(1, 3, 64, 64, device="cuda")
+                self.g = torch.cuda.CUDAGraph()
+
+            def _warmup(self):
+                self.side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(self.side):
+                    self.net(self.x)
+                torch.cuda.current_stream().wait_stream(self.side)
+
+            def capture(self):
+                self._warmup()
+                self.g.capture_begin()
+                self.y = self.net(self.x)
+                self.g.capture_end()
+
+        class Library:
+            def capture(self, g, fn, x):
+                g.capture_begin()
+                out = fn(x)
+                g.capture_end()
+                return out
+
+        def main(net):
+            up = Upscaler(net)
+            up.capture()
+
+        if __name__ == "__main__":
+            main(torch.nn.Identity().cuda())
+    """
+    source = textwrap.dedent(source)
+    # Library code, with no script of its file running it: its users may set a side stream.
+    library = source.replace('if __name__ == "__main__":\n    main(torch.nn.Identity().cuda())\n', "")
+    assert [c for c in _codes(library) if c[1] == "CG603"] == [(18, "CG603")]  # it left its own side stream
+    assert [c for c in _codes(source) if c[1] == "CG603"] == [(18, "CG603")]
+    # Without the warm-up that came back from its side stream, the capture still runs on the stream
+    # of its caller here, main(), which sets none.
+    plain = source.replace("        self._warmup()\n        self.g.capture_begin()", "        self.g.capture_begin()")
+    assert [c for c in _codes(plain) if c[1] == "CG603"] == [(17, "CG603")]
+    assert [c for c in _codes(library.replace("        self._warmup()\n        self.g.capture_begin()",
+                                              "        self.g.capture_begin()")) if c[1] == "CG603"] == []
+    # A caller that captures on a side stream.
+    on_side = plain.replace("    up.capture()", "    with torch.cuda.stream(torch.cuda.Stream()):\n        up.capture()")
+    assert [c for c in _codes(on_side) if c[1] == "CG603"] == []
+
+
+def test_a_capturing_decorator_applied_by_a_call_captures_the_method_it_wraps():
+    source = """
+        import functools
+        import time
+        import torch
+
+        def cuda_graphed():
+            def deco(fn):
+                state = {}
+
+                @functools.wraps(fn)
+                def wrapper(*args):
+                    if "g" not in state:
+                        g = torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(g):
+                            state["out"] = fn(*args)
+                        state["g"] = g
+                    state["g"].replay()
+                    return state["out"]
+                return wrapper
+            return deco
+
+        class Predictor:
+            def __init__(self):
+                self.predict = cuda_graphed()(self._predict)
+
+            def _predict(self, x):
+                self.stamp = time.perf_counter()
+                return x * 2
+    """
+    assert _codes(source) == [(26, "CG411")]
+    assert _codes(source.replace("cuda_graphed()(self._predict)", "self._predict")) == []
+
+
+def test_list_indexes_from_module_constants_and_from_lists_passed_to_the_constructor():
+    source = """
+        import torch
+
+        ANODES = [0, 1, 2]
+        SCALE = 2
+
+        class Server:
+            def __init__(self, blocked, keep):
+                self.blocked = blocked
+                self.keep = keep
+                self.x = torch.zeros(4, 8, device="cuda")
+                self.g = torch.cuda.CUDAGraph()
+
+            def capture(self):
+                with torch.cuda.graph(self.g):
+                    y = self.x[:, ANODES] * SCALE
+                    y[:, self.blocked] = 0.0
+                    self.y = y[:, self.keep]
+
+        server = Server([1, 2], keep=torch.arange(2, device="cuda"))
+    """
+    assert [c for c in _codes(source) if c[1] == "CG303"] == [(15, "CG303"), (16, "CG303")]

@@ -52,7 +52,8 @@ _RUNNER = textwrap.dedent(
             torch.cuda.synchronize()
             out["status"] = "ok" if ns.get("ok") else "wrong"
         except (NameError, SyntaxError, ImportError, AttributeError, TypeError) as exc:
-            out["status"] = "harness-error"
+            # The rule's own failure (``fails_with``) or a mistake in the program itself.
+            out["status"] = "failed" if type(exc).__name__ == spec.get("fails_with") else "harness-error"
             out["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         except BaseException as exc:
             out["status"] = "failed"
@@ -77,9 +78,10 @@ if not _gpu_available():
     pytest.skip("needs torch with a CUDA device", allow_module_level=True)
 
 
-def _run(name: str, source: str, check: str, tmp_path, timeout: float = 420.0) -> dict:
+def _run(name: str, source: str, check: str, tmp_path, timeout: float = 420.0, fails_with: str | None = None) -> dict:
     spec = tmp_path / f"{name}.json"
-    spec.write_text(json.dumps({"name": f"{name}.py", "source": source, "check": check}), encoding="utf-8")
+    spec.write_text(json.dumps({"name": f"{name}.py", "source": source, "check": check, "fails_with": fails_with}),
+                    encoding="utf-8")
     runner = tmp_path / "runner.py"
     runner.write_text(_RUNNER, encoding="utf-8")
     start = time.perf_counter()
@@ -129,7 +131,7 @@ def _summary():
 @pytest.mark.parametrize("code", RUNNABLE)
 def test_example_fails_and_fix_works(code, tmp_path):
     rule = RULES[code]
-    example = _run(f"{code}_example", rule.example, rule.gpu_check, tmp_path)
+    example = _run(f"{code}_example", rule.example, rule.gpu_check, tmp_path, fails_with=rule.fails_with)
     fixed = _run(f"{code}_use_instead", rule.use_instead, rule.gpu_check, tmp_path)
     verdict = example["status"] in ("failed", "wrong") and fixed["status"] == "ok"
     _RESULTS[code] = {"name": rule.name, "example": example, "use_instead": fixed, "confirmed": verdict}

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 
+from cgkit.check.callers import argument_for, call_sites
 from cgkit.check.facts import CPU, TENSOR, _device_literal, facts_of, is_tensor
 from cgkit.check.model import Rule
+from cgkit.check.names import bound_values
 from cgkit.check.project import FuncRef
 from cgkit.check.rules._base import Calls, Each, Family, code, found, is_true, text_of
 
@@ -222,17 +224,38 @@ def _is_list(expr) -> bool:
 
 
 def _bound_to_lists(index, f) -> bool:
-    """A local name, or an attribute of ``self``, that every assignment binds to a list."""
+    """A local name, a module-level name, or an attribute of ``self``, that every assignment binds to a
+    list; an attribute set from a constructor parameter counts when every construction in view passes a
+    list (or the parameter's default is one)."""
     if type(index) is ast.Name:  # ``name = [...]`` itself (not a comprehension's or a loop's variable)
         values = [s.node.value if _binds(s.node, index.id) else None for s in f.stores if s.name == index.id]
+        if not values and index.id not in f.params:  # ``ANODES = [0, 1, ...]`` at the top of the file
+            values = bound_values(f.module.tree.body, index.id)
     elif type(index) is ast.Attribute and type(index.value) is ast.Name and index.value.id == f.self_name \
             and f.cls is not None:
-        values = [store.value for name, node in f.cls.methods.items()
-                  for store in facts_of(f.project, FuncRef(f.cls.module, node, f.cls, name)).self_stores
-                  if store.attr == index.attr]
+        values = []
+        for name, node in f.cls.methods.items():
+            method = facts_of(f.project, FuncRef(f.cls.module, node, f.cls, name))
+            for store in method.self_stores:
+                if store.attr == index.attr:
+                    value = store.value
+                    if name == "__init__" and type(value) is ast.Name and value.id in method.params:
+                        value = _passed_list(f.cls, node, value.id, f.project)
+                    values.append(value)
     else:
         return False
     return bool(values) and all(v is not None and _is_list(v) for v in values)
+
+
+def _passed_list(cls, init, param: str, project):
+    """A list literal every construction of ``cls`` in view passes for ``param`` (or its default), or None."""
+    ref = FuncRef(cls.module, init, cls, "__init__")
+    passed = [argument_for(call, ref.positional_params, param) for _caller, call in call_sites(project, cls.name, None)]
+    args = init.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults, strict=True))
+    passed = [p for p in passed if p is not None] or ([defaults[param]] if param in defaults else [])
+    return passed[0] if passed and all(_is_list(p) for p in passed) else None
 
 
 _PIN_FACTORIES = ("torch.empty", "torch.zeros", "torch.ones", "torch.full", "torch.tensor", "torch.empty_like", "torch.zeros_like")

@@ -693,21 +693,37 @@ _COMPILED_STEP_DETAIL = (" (`{owner}.step` is compiled with CUDA graphs at L{lin
 
 
 def _compiled_step_groups(region, ctx):
-    """``torch.compile(opt.step, mode="reduce-overhead")`` and that optimizer's param-group numbers
-    changed where the step runs again: a scheduler's ``step()`` (when the learning rate is a Python
+    """An optimizer step compiled with CUDA graphs (``torch.compile(opt.step, mode="reduce-overhead")``, or
+    a compiled function that calls ``opt.step()``) and that optimizer's param-group numbers changed
+    where the step runs again: a scheduler's ``step()`` (when the learning rate is a Python
     number), or ``group["lr"] = ...`` (any group number) in a loop or in a function that calls the
     compiled step. A tensor learning rate is refilled in place and recompiles nothing."""
-    call = region.node
-    if type(call) is not ast.Call or not call.args or region.scope is None:
+    optimizers = _compiled_optimizers(region, ctx)
+    if not optimizers:
         return
-    target = call.args[0]
-    if type(target) is not ast.Attribute or target.attr != "step":
-        return
-    kind = facts_of(ctx.project, region.scope).infer(target.value)
-    if type(kind) is not tuple or kind[0] != "optim":
-        return
-    owner, tensor_lr = text_of(target.value), near.tensor_lr(kind)
     stepping = {inv.facts.fref.key for inv in near.invocations(region, ctx)}
+    for owner, kind in optimizers.items():
+        yield from _group_changes(region, ctx, owner, near.tensor_lr(kind), stepping)
+
+
+def _compiled_optimizers(region, ctx) -> dict:
+    """The optimizers whose ``step()`` a CUDA-graph compile holds: ``torch.compile(opt.step, ...)``, or
+    a compiled function that calls ``opt.step()`` (``@torch.compile(mode=...) def opt_step():
+    opt.step()``); by the optimizer's text, with its kind."""
+    out = {}
+    call = region.node
+    if type(call) is ast.Call and call.args and region.scope is not None:
+        target = call.args[0]
+        if type(target) is ast.Attribute and target.attr == "step":
+            kind = facts_of(ctx.project, region.scope).infer(target.value)
+            if type(kind) is tuple and kind[0] == "optim":
+                out[text_of(target.value)] = kind
+    for _facts, step in near.optimizer_steps(region):
+        out.setdefault(text_of(step.node.func.value), step.recv)
+    return out
+
+
+def _group_changes(region, ctx, owner: str, tensor_lr: bool, stepping: set):
     for fref in callers.functions_of(region.module):
         facts = facts_of(ctx.project, fref)
         for c in facts.calls:  # a scheduler built on this optimizer
@@ -1602,7 +1618,7 @@ def rng_state_save_restore(c, f):
         fix="Register it before capture: `g.register_generator_state({what})` (or use the default generator).",
         compile=None,
         what="Checks for random ops with an explicit `generator=` inside a manual capture when the file "
-        "never calls `register_generator_state`.",
+        "does not register that generator (`register_generator_state`) with a graph.",
         why="Only registered generators are graph-safe: the graph must know to advance their offsets on "
         "replay. The default CUDA generator is registered automatically; a custom `torch.Generator` "
         "is not, and using it during capture raises \"Attempt to increase offset for a CUDA generator "
@@ -1633,8 +1649,32 @@ def unregistered_generator(c, f):
         return
     gen = c.kwarg("generator")
     if gen is not None and not (type(gen) is ast.Constant and gen.value is None):
-        if "register_generator_state" not in f.module.text:
+        registered = _registered_generators(f.module)
+        if "*" not in registered and _generator_name(f, gen) not in registered:
             yield found(c.node, c.stmt, what=text_of(gen))
+
+
+def _registered_generators(module) -> set:
+    """The last names of the generators the file registers (``g.register_generator_state(self.gen)``
+    -> ``gen``); ``{"*"}`` when one is registered through an expression the checker cannot name."""
+    if "register_generator_state" not in module.text:
+        return set()
+    out = set()
+    for node in ast.walk(module.tree):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "register_generator_state":
+            parts = dotted(node.args[0]) if node.args else None
+            out.add(parts[-1] if parts else "*")
+    return out
+
+
+def _generator_name(facts, gen) -> str | None:
+    """The last name of a generator expression, through a local alias (``gen = self.jitter_gen``)."""
+    if type(gen) is ast.Name:
+        bound = [s for s in facts.stores if s.name == gen.id and not s.loop_target and getattr(s.node, "value", None) is not None]
+        if len(bound) == 1 and dotted(bound[0].node.value):
+            gen = bound[0].node.value
+    parts = dotted(gen)
+    return parts[-1] if parts else None
 
 
 _CHECKPOINT = ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential")

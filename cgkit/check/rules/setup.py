@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from cgkit.check.around import bound_from, returned_positions
 from cgkit.check.callers import argument_for, call_sites
 from cgkit.check.facts import class_attrs, facts_of, is_callable_module, module_facts
 from cgkit.check.model import Rule
@@ -172,13 +173,16 @@ def _capturable(ctor: ast.Call) -> bool:
         code="CG503",
         name="hooks-before-graphing",
         category="api-misuse",
-        message="`{what}` registers a module hook before `make_graphed_callables` graphs the module",
+        message="`{what}` registers a module hook before `make_graphed_callables` graphs the module{detail}",
         fix="Register hooks after graphing (on the returned module), or graph a module without hooks.",
         compile=None,
-        what="Checks for forward/backward hooks registered on a module before it is passed to `make_graphed_callables`.",
+        what="Checks for forward/backward hooks registered on a module before it is passed to "
+        "`make_graphed_callables`, or on a part of it (`model.encoder`, `self.enc` in its `__init__`).",
         why="Graphed callables replace the module's forward with a replay of the graph, so hooks could "
-        "not run inside it. `torch.cuda.make_graphed_callables` therefore asserts that the modules "
-        "it receives have no forward, forward-pre or backward hooks registered.",
+        "not run inside it. `torch.cuda.make_graphed_callables` (and Transformer Engine's) therefore "
+        "asserts that the modules it receives have no forward, forward-pre or backward hooks registered. "
+        "It does not look at their submodules: a hook on a part runs while the module is warmed up and "
+        "captured, and never again; replays repeat only the GPU work the hook launched during capture.",
         example=code("""
             import torch
 
@@ -204,11 +208,20 @@ def hooks_before_graphing(region, ctx):
         return
     sf = facts_of(ctx.project, region.scope)
     rs = region.stmt.lineno
-    names = {text_of(t) for t in region.targets}
+    names = _graphed_names(region.targets)
+    whole = {text_of(t) for t in region.targets if is_callable_module(sf.infer(t), ctx.project)}  # one module each
     hooks = []  # (module, call, text)
+    parts = []  # hooks on a part of a graphed module: not refused, but not replayed either
     for c in sf.calls:
-        if c.meth in _HOOK_METHODS and c.node.lineno < rs and text_of(_container(c.node.func.value, sf, c.node.lineno)) in names:
-            hooks.append((region.module, c.node, f"{text_of(c.node.func.value)}.{c.meth}()"))
+        if c.meth in _HOOK_METHODS and c.node.lineno < rs:
+            receiver = text_of(c.node.func.value)
+            held = text_of(_container(c.node.func.value, sf, c.node.lineno))
+            # ``blocks[0]`` of graphed ``tuple(blocks)`` is graphed itself; ``stack[0]`` of a graphed
+            # ``stack`` is a part of it, like ``imputer.est``.
+            if held in names and (held == receiver or held not in whole):
+                hooks.append((region.module, c.node, f"{receiver}.{c.meth}()"))
+            elif held in names or _part_of(held, names):
+                parts.append((region.module, c.node))
     # A graphing helper (``def graph_modules(modules, ...)``): hooks its callers put on what they pass.
     params = [t.id for t in region.targets if type(t) is ast.Name and t.id in sf.params]
     if params and type(region.scope.node) is not ast.Module:
@@ -223,15 +236,38 @@ def hooks_before_graphing(region, ctx):
         if root.cls is not None:
             for klass in root.cls.mro(ctx.project):
                 for call in class_attrs(klass, ctx.project).hooks:
-                    if call.func.attr in _HOOK_METHODS:  # not load_state_dict or state_dict hooks
+                    if call.func.attr not in _HOOK_METHODS:  # not load_state_dict or state_dict hooks
+                        continue
+                    if type(call.func.value) is ast.Name:
                         hooks.append((klass.module, call, f"self.{call.func.attr}() in {klass.name}"))
+                    else:  # ``self.enc.register_forward_pre_hook(...)``: on a part of the module
+                        parts.append((klass.module, call))
     for module, call, what in hooks:
-        yield found(call, module=module, what=what)
+        yield found(call, module=module, what=what, detail="")
+    for module, call in parts:
+        yield found(call, module=module, what=f"{text_of(call.func.value)}.{call.func.attr}()",
+                    detail=" (a part of a graphed module: torch does not refuse it, but its Python code runs only "
+                    "during warm-up and capture; replays repeat only the GPU work it launched then)")
     if hooks:  # and at the graphing call, where the assertion will fire
         module, call, what = hooks[0]
         where = f"L{call.lineno}" if module is region.module else f"{module.path}:{call.lineno}"
         more = f" and {len(hooks) - 1} more" if len(hooks) > 1 else ""
-        yield found(region.node, what=f"{what} ({where}){more}")
+        yield found(region.node, what=f"{what} ({where}){more}", detail="")
+
+
+def _part_of(text: str | None, names: set) -> bool:
+    """A part of a graphed module: ``model.blocks``, ``imputer.est`` for ``model``, ``imputer``."""
+    return text is not None and any(text.startswith(f"{name}.") for name in names)
+
+
+def _graphed_names(targets) -> set:
+    """What ``make_graphed_callables`` graphs, by name: ``model``, ``self.enc``, and the lists spread or
+    converted into its tuple (``tuple(blocks) + (head,)``, ``(stem, *layers)``)."""
+    names = {text_of(t) for t in targets} - {None}
+    for target in targets:
+        calls = {id(n.func) for n in ast.walk(target) if type(n) is ast.Call}
+        names |= {n.id for n in ast.walk(target) if type(n) is ast.Name and id(n) not in calls}
+    return names
 
 
 def _container(expr, facts=None, line: int = 0):
@@ -245,6 +281,97 @@ def _container(expr, facts=None, line: int = 0):
         if loops:
             return _container(loops[-1].node.iter)
     return expr
+
+
+@RULES.rule(
+    Rule(
+        code="CG511",
+        name="graphed-callable-keywords",
+        category="api-misuse",
+        message="`{what}(...)` passes keyword arguments ({keywords}) to a callable graphed by "
+        "`torch.cuda.make_graphed_callables`: graphed callables take positional tensors only, so the call raises TypeError",
+        fix="Pass the inputs positionally, in the order of the `sample_args` the callable was graphed with.",
+        compile=None,
+        what="Checks for calls with keyword arguments of what `torch.cuda.make_graphed_callables` returns, "
+        "and of the modules it graphed in place, in the function that graphs them, in the callers it returns "
+        "them to, and in the functions they are passed to.",
+        why="torch wraps each graphed callable in a function that takes `*args` only, and a graphed "
+        "module's new `forward` hands its keyword arguments to that function (while the module is in the "
+        "training mode it was graphed in), so any keyword argument raises TypeError. Transformer Engine's "
+        "`make_graphed_callables` is different: it takes `sample_kwargs` and is not checked here.",
+        example=code("""
+            import torch
+
+            model = torch.nn.Linear(8, 8).cuda()
+            x = torch.randn(4, 8, device="cuda", requires_grad=True)
+            graphed = torch.cuda.make_graphed_callables(model, (x,))
+            y = graphed(input=x)
+        """),
+        use_instead=code("""
+            import torch
+
+            model = torch.nn.Linear(8, 8).cuda()
+            x = torch.randn(4, 8, device="cuda", requires_grad=True)
+            graphed = torch.cuda.make_graphed_callables(model, (x,))
+            y = graphed(x)
+            y.sum().backward()
+        """),
+        fails_with="TypeError",
+    ),
+    Region(),
+)
+def graphed_callable_keywords(region, ctx):
+    if not _manual(region) or region.kind != "make_graphed_callables":
+        return
+    project = ctx.project
+    sf = facts_of(project, region.scope)
+    graphed = _graphed_names(region.targets) | _bound_to(sf, region.node)
+    # The graphing function, then the callers it returns the callables to (and theirs, three deep).
+    todo, seen = [(sf, graphed, region.stmt.end_lineno, 0)], set()
+    while todo:
+        facts, names, after, depth = todo.pop()
+        if not names or (facts.fref.key, after) in seen:
+            continue
+        seen.add((facts.fref.key, after))
+        yield from _keyword_calls(facts, names, after, project, passed_on=True)
+        fn = facts.fref.node
+        if depth >= 3 or type(fn) is ast.Module:
+            continue
+        returned = returned_positions(fn, names)
+        if facts is sf and any(type(n) is ast.Return and n.value is region.node for n in ast.walk(fn)):
+            returned[None] = "<graphed>"  # ``return torch.cuda.make_graphed_callables(policy, ...)``
+        for caller, call in call_sites(project, facts.fref.name, facts.fref) if returned else ():
+            cf = facts_of(project, caller)
+            todo.append((cf, bound_from(cf, call, returned), call.lineno, depth + 1))
+
+
+def _bound_to(facts, call) -> set:
+    """The names a call's result is assigned to (``g = ...``, ``enc, dec = ...``)."""
+    for s in facts.stores:
+        if type(s.node) is ast.Assign and s.node.value is call:
+            return {n.id for n in ast.walk(s.node.targets[0]) if type(n) is ast.Name}
+    return set()
+
+
+def _keyword_calls(facts, names: set, after: int, project, passed_on: bool):
+    """Calls of ``names`` with keyword arguments below line ``after``; with ``passed_on``, also in the
+    file's functions they are handed to positionally (``fit(graphed, loader)``)."""
+    for c in facts.calls:
+        func = c.node.func
+        if c.node.lineno <= after or type(func) is not ast.Name:
+            continue
+        if func.id in names:
+            keywords = [kw.arg for kw in c.node.keywords if kw.arg is not None]
+            if keywords:
+                yield found(c.node, module=facts.module, what=func.id, keywords=", ".join(f"`{k}=`" for k in keywords))
+            continue
+        passed = [i for i, a in enumerate(c.node.args) if type(a) is ast.Name and a.id in names]
+        node = facts.module.defs.get(func.id) if passed and passed_on else None
+        if node is not None:
+            target = FuncRef(facts.module, node, None, func.id)
+            params = target.positional_params
+            inner = {params[i] for i in passed if i < len(params)}
+            yield from _keyword_calls(facts_of(project, target), inner, 0, project, passed_on=False)
 
 
 def _ddp_constructions(region, ctx) -> list:
@@ -570,7 +697,8 @@ def capture_without_warmup(region, ctx):
             if c.meth == "step" and type(c.recv) is tuple and c.recv[0] == "optim":
                 needs = "an optimizer step"
                 break
-            if _callable_object(sf.infer(c.node.func), project) or _runs_a_module_forward(sf, c, ctx):
+            if _callable_object(sf.infer(c.node.func), project) or _runs_a_module_forward(sf, c, ctx) \
+                    or _calls_what_needs_warmup(sf, c, ctx, forward_warmed=_ran_a_module_before(sf, rs, ctx)):
                 name = text_of(c.node.func)
                 # A forward-only capture is warmed up by any earlier call of the same module.
                 if not any(o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls):
@@ -586,7 +714,10 @@ def passed_callable_without_warmup(region, ctx):
         if passed.warmed_up:
             continue
         needs = _needs_warmup(facts_of(ctx.project, passed.target), ctx.project)
-        if needs:
+        if needs and passed.helper.startswith("@"):  # a capturing decorator: its one capture is the site
+            if ctx.once(("cold decorator", id(region))):
+                yield found(region.node, what=f"`{passed.target.display}` (decorated with `{passed.helper}`), which runs {needs},")
+        elif needs:
             what = f"`{passed.target.display}` (passed to `{passed.helper}`), which runs {needs},"
             yield found(passed.call, module=passed.caller.module, what=what)
 
@@ -596,6 +727,25 @@ def _runs_a_module_forward(facts, call, ctx) -> bool:
     if type(call.node.func) not in (ast.Name, ast.Attribute):
         return False
     return any(t.name == "forward" and t.cls is not None and t.cls.is_module(ctx.project) for t in ctx.resolve(facts, call))
+
+
+def _calls_what_needs_warmup(facts, call, ctx, forward_warmed: bool) -> bool:
+    """``fn(self, static_x)`` in a capturing decorator, ``self._step()`` in a runner: a function of the
+    project that runs a backward or an optimizer step, or a module when no module ran before the capture
+    (``forward_warmed``: an eager forward before it warms a forward-only capture)."""
+    if type(call.node.func) not in (ast.Name, ast.Attribute):
+        return False
+    for target in ctx.resolve(facts, call):
+        needs = _needs_warmup(facts_of(ctx.project, target), ctx.project)
+        if needs and not (forward_warmed and needs.startswith("`") and needs != "`backward()`"):
+            return True
+    return False
+
+
+def _ran_a_module_before(facts, line: int, ctx) -> bool:
+    """A module (or a function running one) was called before ``line``: an eager forward."""
+    return any(c.node.lineno < line and (_callable_object(facts.infer(c.node.func), ctx.project)
+                                         or _runs_a_module_forward(facts, c, ctx)) for c in facts.calls)
 
 
 def _needs_warmup(facts, project) -> str | None:

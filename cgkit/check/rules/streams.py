@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from cgkit.check.callers import call_sites
 from cgkit.check.facts import facts_of
 from cgkit.check.model import Rule
 from cgkit.check.rules._base import Calls, Each, Family, Region, code, found, text_of
@@ -200,11 +201,34 @@ def _on_default_stream(region, ctx) -> bool:
         return True
     if any(w.end_lineno < region.stmt.lineno for w, _ in sf.stream_withs):
         return True  # it warmed up on a side stream, left it, and captures on the stream it came back to
-    # A helper: only when the script's own top-level code calls it, off any side stream (callers
-    # further away, a library's users, may well set the stream).
-    module_code = facts_of(ctx.project, region.module.body_ref)
-    calls = [c for c in module_code.calls if type(c.node.func) is ast.Name and c.node.func.id == region.scope.name]
-    return bool(calls) and not any(_on_side_stream(module_code, c.node.lineno) for c in calls)
+    for c in sf.calls:  # ``self._warmup()`` ran on a side stream and came back before the capture
+        if c.node.lineno < region.stmt.lineno and not _on_side_stream(sf, c.node.lineno):
+            if any(facts_of(ctx.project, t).stream_withs for t in ctx.resolve(sf, c)):
+                return True
+    # A helper: only when the script itself runs it, off any side stream: its file's top-level code calls
+    # it, directly or through functions of the file (callers further away, a library's users, may well
+    # set the stream).
+    return _script_runs_off_side_streams(region.scope, region.module, ctx, depth=0)
+
+
+def _script_runs_off_side_streams(fref, module, ctx, depth: int) -> bool:
+    """Every call of ``fref`` in its file is off a side stream, and at least one chain of such calls
+    reaches the file's top level (``main()`` called under ``if __name__ == "__main__":``)."""
+    if depth > 3:
+        return False
+    callers = [(facts_of(ctx.project, caller), call) for caller, call in call_sites(ctx.project, fref.name, fref)
+               if caller.module is module]
+    if fref.cls is not None:  # ``up.capture()`` calls this class's method, not another's
+        callers = [(facts, call) for facts, call in callers if _calls_scope(facts, call, fref, ctx)]
+    if not callers or any(_on_side_stream(facts, call.lineno) for facts, call in callers):
+        return False
+    return any(type(facts.fref.node) is ast.Module or _script_runs_off_side_streams(facts.fref, module, ctx, depth + 1)
+               for facts, _call in callers)
+
+
+def _calls_scope(facts, call, scope, ctx) -> bool:
+    site = next((c for c in facts.calls if c.node is call), None)
+    return site is not None and any(t.key == scope.key for t in ctx.resolve(facts, site))
 
 
 def _replays_itself(facts, region) -> bool:
