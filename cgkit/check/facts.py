@@ -43,6 +43,9 @@ _CPU_FACTORIES = frozenset(
     randperm normal bernoulli multinomial poisson empty_strided from_numpy frombuffer asarray""".split()
 )
 RANDOM_FACTORIES = frozenset("rand randn randint randperm normal bernoulli multinomial poisson".split())
+# Random ops that draw from a tensor argument: the result is on that tensor's device (``normal(mean, std)``
+# takes tensors too, but ``normal(0.0, 1.0, size)`` does not).
+_FROM_INPUT = frozenset("multinomial bernoulli poisson".split())
 _NON_TENSOR_METHODS = frozenset(
     """item tolist numpy size dim ndimension numel nelement element_size data_ptr stride
     storage_offset is_contiguous is_floating_point is_complex get_device equal allclose
@@ -389,6 +392,9 @@ class Facts:
                 return None
             if last in _MASK_FUNCS:
                 return MASK
+            if last in _FROM_INPUT and e.args and type(e.args[0]) is not ast.Constant:
+                # ``torch.multinomial(probs, n)``, ``torch.bernoulli(p)``: drawn where the input lives
+                return TENSOR if self.infer(e.args[0]) is not CPU else CPU
             if last in _CPU_FACTORIES and len(parts) == 2:
                 pinned = _kw(e, "pin_memory")
                 if type(pinned) is ast.Constant and pinned.value is True:

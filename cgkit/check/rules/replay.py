@@ -1175,7 +1175,7 @@ def state_rebound_in_region(item, f):
         trace_blind="keeping a graph output past the next replay happens after the region, in Python: a run has nothing to record; cgkit check reports it",
         category="static-address",
         message="graph output `{what}` is kept here without `.clone()`: the next replay overwrites it",
-        compile_message="output `{what}` of a CUDA-graph-compiled call is kept here past the next call{detail}: "
+        compile_message="output `{what}` of a CUDA-graph-compiled call is kept past the next call{detail}: "
         "that call overwrites it (\"accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run\")",
         fix="Store a copy: `{what}.clone()` (or copy the values you need to the host after the replay).",
         compile="error",
@@ -1446,10 +1446,10 @@ def _kept(facts, name, stmt, call_node, others, loops):
         later_calls = []
     if loop is None and later_calls:
         first_call = min(later_calls)
-        for load in facts.loads:
+        for load in facts.loads:  # reported where it is read: that read raises
             if load.id == name and first_call < load.lineno < until:
-                yield found(stmt, module=facts.module, what=name,
-                            detail=f" (it is read at L{load.lineno}, after the call at L{first_call})")
+                yield found(load, module=facts.module, what=name,
+                            detail=f" (bound at L{stmt.lineno}; read here, after the call at L{first_call})")
                 return
 
 

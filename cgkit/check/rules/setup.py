@@ -771,10 +771,18 @@ def _callable_object(kind, project) -> bool:
 def _warmed_up(sf, before_line: int, ctx, opener=None) -> bool:
     """A side-stream warm-up before the capture: in the capturing function, in a function it calls
     before, or in the helper that opens the capture (``with graph_capture(pool, warmup_fn=...)``)."""
-    if any(w.lineno < before_line for w, _ in sf.stream_withs):
+    # In a loop around the capture, what the loop runs below it ran on the earlier iterations
+    # (``if epoch == 1: capture`` after an eager epoch 0 on a side stream).
+    loops = [(lp.lineno, lp.end_lineno) for lp in sf.loops if lp.lineno <= before_line <= lp.end_lineno]
+
+    def earlier(line: int) -> bool:
+        return line < before_line or any(lo <= line <= hi for lo, hi in loops)
+
+    if any(earlier(w.lineno) and not (w.lineno <= before_line <= w.end_lineno) for w, _ in sf.stream_withs):
         return True
     for c in sf.calls:
-        if c.node is opener or (c.node.lineno < before_line and c.meth is None):
+        own = c.meth is None or (type(c.node.func.value) is ast.Name and c.node.func.value.id == sf.self_name)
+        if c.node is opener or (earlier(c.node.lineno) and c.node.lineno != before_line and own):
             for target in ctx.resolve(sf, c):
                 if facts_of(ctx.project, target).stream_withs:
                     return True
