@@ -424,7 +424,8 @@ def _runtime_setters(region, ctx, out: dict) -> None:
             if type(owner) is ast.Name and owner.id in local and owner.id not in facts.params:
                 continue  # ``q = factory(); q.internal = flag``: configuring an object it builds
             if attr in attrs and _python_value(facts, stmt):
-                cls = instance_class(facts, facts.infer(owner)) if type(owner) is ast.Name else None
+                cls = (instance_class(facts, facts.infer(owner)) or _isinstance_class(facts, owner, stmt)) \
+                    if type(owner) is ast.Name else None
                 out.setdefault(("attr", attr), []).append(Change(facts.module, stmt, cls, literal=_literal_store(facts, stmt)))
 
 
@@ -471,6 +472,31 @@ def _per_call_writes(facts, ctx, out: dict) -> None:
         for change in fed:
             if change not in out.get(key, []):
                 out.setdefault(key, []).append(change)
+
+
+def _isinstance_class(facts, owner: ast.Name, stmt) -> ClassIndex | None:
+    """The file's class ``C`` of an ``if isinstance(owner, C):`` around ``stmt``."""
+    for node in ast.walk(facts.fref.node):
+        if type(node) is ast.If and node.lineno < stmt.lineno <= node.end_lineno and type(node.test) is ast.Call \
+                and type(node.test.func) is ast.Name and node.test.func.id == "isinstance" and len(node.test.args) == 2:
+            subject, klass = node.test.args
+            if type(subject) is ast.Name and subject.id == owner.id and type(klass) is ast.Name:
+                found = facts.module.classes.get(klass.id)
+                if found is not None:
+                    return found
+    return None
+
+
+_MODULE_WALKS = frozenset(("modules", "children", "named_modules", "named_children"))
+
+
+def _module_part(facts, owner: ast.Name, stmt) -> bool:
+    """``for m in model.modules(): m.observe = False``: a part of a model the code holds."""
+    for s in facts.stores:
+        if s.name == owner.id and s.loop_target and s.node.lineno <= stmt.lineno <= s.node.end_lineno:
+            it = getattr(s.node, "iter", None)
+            return type(it) is ast.Call and type(it.func) is ast.Attribute and it.func.attr in _MODULE_WALKS
+    return False
 
 
 def _reads_any(node, names: set[str]) -> bool:
@@ -578,8 +604,8 @@ def _writes(sf, between, ctx, out: dict, recapture=None, callees=True, compiled_
             out.setdefault(("global", sf.module.path, s.name), []).append(change)
     for owner, attr, stmt in sf.attr_stores:
         if between(stmt.lineno) and _python_value(sf, stmt):
-            cls = instance_class(sf, sf.infer(owner))
-            if cls is not None or held_by_self(owner, sf) or owner.id in compiled_objects:
+            cls = instance_class(sf, sf.infer(owner)) or _isinstance_class(sf, owner, stmt)
+            if cls is not None or held_by_self(owner, sf) or owner.id in compiled_objects or _module_part(sf, owner, stmt):
                 # ``for layer in self.layers: layer.flag = ...``; ``model.horizon = h`` before ``model(x)``
                 out.setdefault(("attr", attr), []).append(Change(sf.module, stmt, cls, literal=_literal_store(sf, stmt)))
     if sf.cls is not None:
@@ -896,6 +922,7 @@ def reads_in_region(region, ctx) -> list[Read]:
     near = around(region, ctx)
     scope_key = region.scope.key if region.scope is not None else None
     for facts, (lo, hi), chain in region.reached:
+        failing = _error_path(facts.fref.node)
         in_scope = near is not None and facts.fref.key == scope_key
         if in_scope:
             for name, node in near.reads.items():
@@ -911,14 +938,39 @@ def reads_in_region(region, ctx) -> list[Read]:
                 out.append(Read(("global_item", facts.module.path, *entry), facts.module, node, None, facts, chain))
         if facts.cls is not None:
             for node in facts.self_loads:
-                if lo <= node.lineno <= hi:
+                if lo <= node.lineno <= hi and id(node) not in failing:
                     out.append(Read(("attr", node.attr), facts.module, node, facts.cls, facts, chain))
         for node in facts.attr_loads:
-            if lo <= node.lineno <= hi:
-                cls = instance_class(facts, facts.infer(node.value))
+            if lo <= node.lineno <= hi and id(node) not in failing:
+                kind = facts.infer(node.value)
+                cls = instance_class(facts, kind)
+                if cls is None and kind is None and type(node.value) is ast.Name:
+                    cls = _only_class_setting(facts.module, node.attr, ctx.project)  # ``model.margin``, model untyped
                 if cls is not None:
                     out.append(Read(("attr", node.attr), facts.module, node, cls, facts, chain))
     return out
+
+
+def _error_path(fn) -> set[int]:
+    """The nodes of a function that run only when it is failing anyway: in a ``raise`` statement, or in
+    an ``assert``'s message."""
+    out: set[int] = set()
+    for node in ast.walk(fn):
+        part = node.exc if type(node) is ast.Raise else node.msg if type(node) is ast.Assert else None
+        if part is not None:
+            out.update(id(n) for n in ast.walk(part))
+    return out
+
+
+def _only_class_setting(module, attr: str, project) -> ClassIndex | None:
+    """The one class of the file whose ``__init__`` sets ``self.<attr>``: what an object of unknown type
+    read as ``obj.<attr>`` most likely is (None when no class, or several, set it)."""
+    owners = []
+    for cls in module.classes.values():
+        init = cls.methods.get("__init__")
+        if init is not None and any(s.attr == attr for s in facts_of(project, FuncRef(module, init, cls, "__init__")).self_stores):
+            owners.append(cls)
+    return owners[0] if len(owners) == 1 else None
 
 
 def instance_class(facts, kind, _depth: int = 0) -> ClassIndex | None:

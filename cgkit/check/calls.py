@@ -60,8 +60,8 @@ def resolve_call(facts, call) -> list[FuncRef]:
         attr = func.attr
         if type(value) is ast.Name and value.id == facts.self_name and facts.cls is not None:
             method = facts.cls.find_method(attr, project)
-            if method is not None:
-                return [method]
+            if method is not None:  # and the overrides of the subclasses ``self`` may be an instance of
+                return [method, *project.overrides(facts.cls, attr)]
             kind = attr_kind(facts.cls, attr, project)
             return kind_targets(kind, facts, project) if kind is not None else _modules_of_file(facts)
         if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super" and facts.cls is not None:

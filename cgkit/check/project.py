@@ -219,6 +219,20 @@ class Project:
         # attributes: the engine sets it to seed the parameters from the constructor's call sites.
         self.before_constructor = None
         self.loader = None  # callable(path) -> ModuleIndex | None (set by the engine)
+        self._overrides: dict[tuple[int, str], list] = {}
+
+    def overrides(self, cls: ClassIndex, name: str) -> list[FuncRef]:
+        """The methods ``name`` of the subclasses of ``cls`` that its own file defines (a runner base class
+        and the runners built on it): what ``self.name()`` in ``cls`` runs for an instance of one of them.
+        Subclasses in other files (a library's many implementations of an interface) are left out: which
+        one runs is the caller's choice, not this code's."""
+        key = (id(cls), name)
+        if key not in self._overrides:
+            self._overrides[key] = [
+                FuncRef(sub.module, sub.methods[name], sub, name)
+                for sub in cls.module.classes.values()
+                if sub is not cls and name in sub.methods and cls in sub.mro(self)]
+        return self._overrides[key]
 
     # -- module naming -------------------------------------------------------------------------
     @staticmethod
@@ -260,6 +274,7 @@ class Project:
         self.facts_cache.clear()
         self.param_seeds.clear()
         self.closure_self.clear()
+        self._overrides.clear()
         self.loader = None
         self.before_constructor = None
 

@@ -163,7 +163,9 @@ class _Finder:
             if t in FUNC_TYPES:
                 ref = FuncRef(self.module, stmt, cls, stmt.name)
                 for dec in stmt.decorator_list:
-                    if type(dec) is ast.Call and self._qual(scope, dec.func) in _COMPILE_QUALS and _cudagraph_mode(dec, scope):
+                    partial = dec.func if type(dec) is ast.Call else dec  # ``@rcompile``, a partial of torch.compile
+                    if (type(partial) is ast.Name and partial.id in self.compile_partials) or (
+                            type(dec) is ast.Call and self._qual(scope, dec.func) in _COMPILE_QUALS and _cudagraph_mode(dec, scope)):
                         region = Region("torch.compile", self.module, dec, stmt, f"@torch.compile {ref.display}")
                         region.roots.append(ref)
                         region.scope = scope
@@ -314,8 +316,9 @@ class _Finder:
                     if target is not None:
                         region.targets = _flatten(target)
                         region.roots = self._resolve_targets(region.targets, scope, stmt.lineno)
-                        if not region.roots and len(region.targets) == 1:  # ``tuple(layers)`` of untyped modules
-                            region.roots = self._modules_compiled_here(region.targets[0])
+                        if not region.roots:  # ``tuple(layers)``, ``(enc, head)`` of untyped modules
+                            for target_expr in region.targets:
+                                region.roots += [r for r in self._modules_compiled_here(target_expr) if r not in region.roots]
                             region.roots_guessed = bool(region.roots)
                         # Graphed callables are called with tensors: the parameters every call
                         # fills are tensors (those with defaults may keep them).
@@ -613,15 +616,16 @@ def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
     ``CG = {"triton.cudagraphs": True}`` there."""
     keywords = list(call.keywords)
     for kw in call.keywords:
-        if kw.arg is None and type(kw.value) is ast.Name and scope is not None:
-            spread = _dict_of(kw.value.id, scope)
-            if spread is not None:
-                keywords += [ast.keyword(arg=key.value, value=val) for key, val in zip(spread.keys, spread.values, strict=True)
-                             if type(key) is ast.Constant and isinstance(key.value, str)]
+        spread = _spread_dict(kw.value, scope) if kw.arg is None and scope is not None else None
+        if spread is not None:
+            keywords += [ast.keyword(arg=key.value, value=val) for key, val in zip(spread.keys, spread.values, strict=True)
+                         if type(key) is ast.Constant and isinstance(key.value, str)]
     for kw in keywords:
         value = kw.value
         if kw.arg == "mode" and type(value) is ast.Name and scope is not None:
             value = _constant_of(value.id, scope) or value
+        if kw.arg == "mode" and type(value) is ast.Attribute and scope is not None:  # ``mode=cfg.compile_mode``
+            value = _field_default(value.attr, scope) or value
         if kw.arg == "mode" and type(value) is ast.Constant and value.value in _CUDAGRAPH_MODES:
             return True
         if kw.arg == "backend" and type(value) is ast.Constant and value.value == "cudagraphs":
@@ -635,18 +639,54 @@ def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
     return False
 
 
+def _spread_dict(expr, scope: FuncRef) -> ast.Dict | None:
+    """The dict spread by ``**OPTS``, or by ``**BACKENDS["inductor"]`` / ``**BACKENDS[cfg.get("backend",
+    "inductor")]`` (the entry of a module-level dict of dicts that the key, or the lookup's default, names)."""
+    if type(expr) is ast.Name:
+        return _dict_of(expr.id, scope)
+    if type(expr) is not ast.Subscript or type(expr.value) is not ast.Name:
+        return None
+    table = _dict_of(expr.value.id, scope)
+    key = expr.slice
+    if type(key) is ast.Call and type(key.func) is ast.Attribute and key.func.attr == "get" and len(key.args) == 2:
+        key = key.args[1]
+    if table is None or type(key) is not ast.Constant:
+        return None
+    for k, v in zip(table.keys, table.values, strict=True):
+        if type(k) is ast.Constant and k.value == key.value:
+            return _as_dict(v)
+    return None
+
+
+def _field_default(attr: str, scope: FuncRef):
+    """The constant a settings object's field defaults to (``mode: str = "max-autotune"`` in a dataclass of
+    the file, or ``self.mode = "reduce-overhead"`` in a class's ``__init__``), when the file's classes
+    agree on one."""
+    found = set()
+    nodes = []
+    for cls in scope.module.classes.values():
+        for stmt in cls.node.body:
+            target = stmt.target if type(stmt) is ast.AnnAssign else stmt.targets[0] if type(stmt) is ast.Assign else None
+            if type(target) is ast.Name and target.id == attr and type(stmt.value) is ast.Constant:
+                found.add(stmt.value.value)
+                nodes.append(stmt.value)
+    return nodes[0] if len(found) == 1 else None
+
+
+def _as_dict(value) -> ast.Dict | None:
+    """A dict literal, or ``dict(mode="reduce-overhead", ...)`` read as one."""
+    if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "dict" and not value.args \
+            and all(kw.arg is not None for kw in value.keywords):
+        return ast.Dict(keys=[ast.Constant(kw.arg) for kw in value.keywords], values=[kw.value for kw in value.keywords])
+    return value if type(value) is ast.Dict else None
+
+
 def _dict_of(name: str, scope: FuncRef) -> ast.Dict | None:
     """The dict a name is bound to, in ``scope`` or at the module's top level (its last binding): a
     literal, or ``dict(mode="reduce-overhead", ...)`` read as one."""
     bodies = [scope.module.tree.body] + ([scope.node.body] if type(scope.node) is not ast.Module else [])
     values = [v for body in bodies for v in bound_values(body, name)]
-    if not values:
-        return None
-    value = values[-1]
-    if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "dict" and not value.args \
-            and all(kw.arg is not None for kw in value.keywords):
-        return ast.Dict(keys=[ast.Constant(kw.arg) for kw in value.keywords], values=[kw.value for kw in value.keywords])
-    return value if type(value) is ast.Dict else None
+    return _as_dict(values[-1]) if values else None
 
 
 def _constant_of(name: str, scope: FuncRef):

@@ -1751,3 +1751,198 @@ def test_a_side_stream_warm_up_on_an_earlier_iteration_of_the_loop_around_the_ca
                           "                self.graph.replay()\n", "            self.graph.replay()\n")
     assert "_eager_step(side)\n" not in cold.split("def fit")[1]
     assert [c for c in _codes(cold) if c[1] == "CG508"] == [(22, "CG508")]
+
+
+def test_state_rebound_inside_a_capture_that_a_subclass_implements():
+    source = """
+        import torch
+
+        class Runner:
+            def __init__(self):
+                self.x = torch.zeros(1, 8, device="cuda")
+                self.g = torch.cuda.CUDAGraph()
+
+            def step_body(self):
+                raise NotImplementedError
+
+            def capture(self):
+                s = torch.cuda.Stream()
+                with torch.cuda.stream(s):
+                    self.step_body()
+                with torch.cuda.graph(self.g):
+                    self.out = self.step_body()
+
+        class Recurrent(Runner):
+            def __init__(self):
+                super().__init__()
+                self.cell = torch.nn.GRUCell(8, 8).cuda()
+                self.h = torch.zeros(1, 8, device="cuda")
+                self.cache = None
+
+            def step_body(self):
+                if self.cache is None:
+                    self.cache = torch.zeros(1, 8, device="cuda")
+                h = self.cell(self.x, self.h)
+                self.h = h
+                return h
+    """
+    assert [c for c in _codes(source) if c[1] == "CG405"] == [(29, "CG405")]
+    source = textwrap.dedent(source)
+    in_place = source.replace("        self.h = h\n", "        self.h.copy_(h)\n")
+    assert "self.h.copy_(h)" in in_place
+    assert [c for c in _codes(in_place) if c[1] == "CG405"] == []
+
+
+def test_flags_switched_on_the_models_parts_and_numbers_read_from_an_untyped_model():
+    source = """
+        import torch
+
+        class FakeQuant(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.observe = True
+
+            def forward(self, x):
+                if self.observe:
+                    x = x * 1.0
+                return x
+
+        class Scorer(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.threshold = 0.5
+
+        @torch.compile(mode="reduce-overhead")
+        def score(model, p):
+            if p.numel() == 0:
+                raise ValueError(f"empty batch at threshold {model.threshold}")
+            return p > model.threshold
+
+        def calibrate(model, t):
+            model.threshold = t
+
+        def train(model, graph, loader):
+            for step, x in enumerate(loader):
+                graph.replay()
+                if step == 100:
+                    for m in model.modules():
+                        if isinstance(m, FakeQuant):
+                            m.observe = False
+
+        def capture(model, x):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = FakeQuant()(x)
+            return g
+    """
+    found = [c for c in _codes(source) if c[1] == "CG404"]
+    # self.observe, switched off on the parts of the model between replays; model.threshold, read by the
+    # compiled score and changed by calibrate(); not the same read in the raise message (L21).
+    assert found == [(9, "CG404"), (22, "CG404")]
+
+
+def test_a_caching_autocast_decorating_the_function_that_captures_or_graphs():
+    source = """
+        import torch
+
+        @torch.autocast("cuda", dtype=torch.bfloat16)
+        def graph_modules(modules, samples):
+            return torch.cuda.make_graphed_callables(modules, samples)
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+                self.x = torch.zeros(4, 8, device="cuda")
+                self.g = torch.cuda.CUDAGraph()
+
+            @torch.autocast("cuda", dtype=torch.float16, cache_enabled=False)
+            def capture(self):
+                with torch.cuda.graph(self.g):
+                    self.y = self.x * 2
+    """
+    assert [c for c in _codes(source) if c[1] == "CG501"] == [(3, "CG501")]
+
+
+def test_compile_modes_from_a_settings_field_a_table_of_options_and_a_partial_used_as_decorator():
+    source = """
+        import dataclasses
+        import functools
+        import time
+        import torch
+
+        rcompile = functools.partial(torch.compile, mode="reduce-overhead")
+        BACKENDS = {"inductor": dict(mode="reduce-overhead"), "plain": dict(mode="default")}
+
+        @dataclasses.dataclass
+        class Config:
+            compile_mode: str = "max-autotune"
+
+        @rcompile
+        def a(x):
+            time.sleep(0)
+            return x * 2
+
+        def b(x):
+            time.sleep(0)
+            return x * 3
+
+        def c(x):
+            time.sleep(0)
+            return x * 4
+
+        def build(cfg: Config, opts: dict):
+            fb = torch.compile(b, mode=cfg.compile_mode)
+            fc = torch.compile(c, **BACKENDS[opts.get("backend", "inductor")])
+            plain = torch.compile(c, **BACKENDS["plain"])
+            return fb, fc, plain
+    """
+    assert sorted({line for line, _ in _codes(source)}) == [15, 19, 23]
+
+
+def test_graphed_callables_of_untyped_modules_reach_the_files_modules():
+    source = """
+        import torch
+
+        class Encoder(torch.nn.Module):
+            def forward(self, x):
+                return x * x.sum().item()
+
+        class Head(torch.nn.Module):
+            def forward(self, h):
+                return h + 1
+
+        def graph_models(enc, head, x, h):
+            return torch.cuda.make_graphed_callables((enc, head), ((x,), (h,)))
+    """
+    assert _codes(source) == [(5, "CG101")]
+
+
+def test_a_slice_padded_back_to_one_shape_is_one_shape():
+    source = """
+        import torch
+        import torch.nn.functional as F
+
+        N = 64
+        step = torch.compile(lambda t: t * 2, mode="reduce-overhead")
+
+        def run(batches):
+            for b in batches:
+                n = b.shape[0]
+                y = step(F.pad(b[:n], (0, 0, 0, N - n)))
+                z = step(b[:n])
+    """
+    assert [c for c in _codes(source) if c[1] == "CG206"] == [(11, "CG206")]
+
+
+def test_a_comprehension_of_copies_of_compiled_outputs_keeps_no_output():
+    source = """
+        import torch
+
+        plan = torch.compile(lambda x, k: x * k, mode="reduce-overhead")
+
+        def schedule(cohorts):
+            copies = {k: plan(x, k).cpu() for k, x in cohorts.items()}
+            kept = [plan(x, k)[0] for k, x in cohorts.items()]
+            return copies, kept
+    """
+    assert [c for c in _codes(source) if c[1] == "CG407"] == [(7, "CG407")]

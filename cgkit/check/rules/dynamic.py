@@ -7,6 +7,7 @@ import ast
 from cgkit.check import around as near
 from cgkit.check.facts import CPU, MASK, is_tensor
 from cgkit.check.model import Rule
+from cgkit.check.names import dotted
 from cgkit.check.rules._base import Calls, Each, Family, Region, code, found, text_of
 
 RULES = Family()
@@ -354,6 +355,9 @@ def _sliced_per_iteration(facts, expr, loops, line: int, depth: int = 0):
         return _sliced_per_iteration(facts, expr.left, loops, line, depth + 1) or \
             _sliced_per_iteration(facts, expr.right, loops, line, depth + 1)
     if t is ast.Call:
+        parts = dotted(expr.func)
+        if parts and "pad" in parts[-1].lower():  # ``F.pad(x, (0, 0, 0, N - n))``: padded back to one shape
+            return None
         inner = expr.func.value if type(expr.func) is ast.Attribute else None  # ``crop.cuda()``, ``x.clone()``
         for sub in [inner, *expr.args]:
             found_here = _sliced_per_iteration(facts, sub, loops, line, depth + 1)

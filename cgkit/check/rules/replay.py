@@ -810,7 +810,8 @@ def _root_step(root) -> dict:
         fix="Keep the captured tensor alive and write new data into it: `{what}.copy_(new_data)`.",
         compile="warning",
         what="Checks for inputs of a manual capture that are rebound (or deleted) after capture "
-        "instead of being updated in place, and for tensors a CUDA-graph-compiled module reads "
+        "instead of being updated in place, for state the captured code reads and then rebinds "
+        "(`h = self.cell(x, self.h); self.h = h`: replays keep reading the tensor held at capture), and for tensors a CUDA-graph-compiled module reads "
         "(parameters, buffers, other tensor attributes) that another of its methods replaces.",
         why="A graph reads its inputs from the addresses they had at capture. Binding the Python name "
         "to a new tensor does not move the data there: the graph keeps reading the old tensor, and "
@@ -861,6 +862,49 @@ def rebound_static_input(region, ctx):
                 and name not in reported:
             reported.add(name)
             yield found(stmt, what=name, line=region.line, how="deleted")
+
+
+@RULES.also("CG405", Region())
+def state_rebound_during_capture(region, ctx):
+    """``h = self.cell(x, self.h); self.h = h`` inside a manual capture: the graph reads the tensor
+    ``self.h`` held at capture on every replay, so the new state is never read back (the recurrence does
+    not advance). Written in place (``self.h.copy_(h)``), it would be."""
+    if region.klass != "manual":
+        return
+    reads: dict[tuple, int] = {}  # (class, attr) -> first line the captured code reads it
+    stores = []
+    for facts, (lo, hi), chain in region.reached:
+        if facts.cls is None:
+            continue
+        guarded = _none_checked(facts)
+        for node in facts.self_loads:
+            if lo <= node.lineno <= hi and id(node) not in guarded:
+                key = (id(facts.cls), node.attr)
+                reads[key] = min(reads.get(key, node.lineno), node.lineno)
+        for store in facts.self_stores:
+            if lo <= store.stmt.lineno <= hi and store.value is not None and (
+                    is_tensor(store.kind) or is_tensor(attr_kind(facts.cls, store.attr, ctx.project))):
+                stores.append((facts, store, chain))
+    for facts, store, chain in stores:
+        first = reads.get((id(facts.cls), store.attr))
+        if first is not None and first < store.stmt.lineno and ctx.once(("state", id(store.stmt))):
+            yield found(store.stmt, module=facts.module, chain=chain, what=f"self.{store.attr}", line=region.line,
+                        how="rebound inside the captured code")
+
+
+_METADATA = frozenset(("dtype", "shape", "device", "ndim", "is_cuda", "size", "dim", "numel"))
+
+
+def _none_checked(facts) -> set:
+    """``self.x`` read only for what it is, not for its data: tested against None (``if self.cache is
+    None:``), or asked its dtype, shape or device (``if self.k.dtype != k.dtype:``)."""
+    out = set()
+    for node in ast.walk(facts.fref.node):
+        if type(node) is ast.Compare and len(node.ops) == 1 and type(node.ops[0]) in (ast.Is, ast.IsNot):
+            out.update(id(side) for side in (node.left, *node.comparators) if type(side) is ast.Attribute)
+        elif type(node) is ast.Attribute and node.attr in _METADATA and type(node.value) is ast.Attribute:
+            out.add(id(node.value))
+    return out
 
 
 @RULES.also("CG405", Region())
@@ -1399,12 +1443,25 @@ def _kept_directly(stmt, call_node, loops) -> str | None:
     """``outs = [f(x) for _ in range(n)]`` or ``outs.append(f(x))`` in a loop: each output is kept as the
     next call runs."""
     value = getattr(stmt, "value", None)
-    if type(value) in (ast.ListComp, ast.SetComp, ast.DictComp) and any(n is call_node for n in ast.walk(value)):
-        return " (a list of the outputs of successive calls)"
+    if type(value) in (ast.ListComp, ast.SetComp, ast.DictComp):
+        kept = value.value if type(value) is ast.DictComp else value.elt
+        if _holds(kept, call_node):  # not ``f(x).cpu()`` or ``f(x).clone()``: copies
+            return " (a list of the outputs of successive calls)"
     if type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr in ("append", "extend", "insert") \
             and any(a is call_node for a in value.args) and loops:
         return " (the loop calls it again)"
     return None
+
+
+def _holds(expr, call_node) -> bool:
+    """``expr`` is the call's output itself, a view of it (``out[0]``, ``out.T``) or a tuple holding it."""
+    if expr is call_node:
+        return True
+    if type(expr) in (ast.Tuple, ast.List):
+        return any(_holds(e, call_node) for e in expr.elts)
+    if type(expr) in (ast.Subscript, ast.Attribute):
+        return _holds(expr.value, call_node)
+    return False
 
 
 def _read_before_rebinding(facts, store, loop) -> bool:

@@ -75,6 +75,9 @@ def autocast_cache_enabled(region, ctx):
     for anc in region.ancestors:
         if type(anc) in (ast.With, ast.AsyncWith):
             yield from _caching_autocast(sf, anc, what, region.module)
+    # The capturing function decorated with a caching autocast (``@torch.autocast("cuda") def capture(self):``).
+    for dec in getattr(region.scope.node, "decorator_list", ()) if region.scope is not None else ():
+        yield from _caching_autocast_call(sf, dec, what, region.module)
     # A capturing function called under a caching autocast (``with torch.autocast(...): runner.capture()``).
     if region.scope is not None and type(region.scope.node) is not ast.Module:
         for caller, call in call_sites(ctx.project, region.scope.name, region.scope):
@@ -86,11 +89,15 @@ def autocast_cache_enabled(region, ctx):
 
 def _caching_autocast(facts, with_node, what, module):
     for item in with_node.items:
-        expr = item.context_expr
-        if type(expr) is ast.Call and facts.qual(expr.func) in _AUTOCAST:
-            flag = next((kw.value for kw in expr.keywords if kw.arg == "cache_enabled"), None)
-            if not is_false(flag):
-                yield found(expr, module=module, what=what)
+        yield from _caching_autocast_call(facts, item.context_expr, what, module)
+
+
+def _caching_autocast_call(facts, expr, what, module):
+    """``torch.autocast(...)`` without ``cache_enabled=False``, in a ``with`` or as a decorator."""
+    if type(expr) is ast.Call and facts.qual(expr.func) in _AUTOCAST:
+        flag = next((kw.value for kw in expr.keywords if kw.arg == "cache_enabled"), None)
+        if not is_false(flag):
+            yield found(expr, module=module, what=what)
 
 
 @RULES.rule(
@@ -736,7 +743,7 @@ def _calls_what_needs_warmup(facts, call, ctx, forward_warmed: bool) -> bool:
     if type(call.node.func) not in (ast.Name, ast.Attribute):
         return False
     for target in ctx.resolve(facts, call):
-        needs = _needs_warmup(facts_of(ctx.project, target), ctx.project)
+        needs = _needs_warmup(facts_of(ctx.project, target), ctx.project, ctx)
         if needs and not (forward_warmed and needs.startswith("`") and needs != "`backward()`"):
             return True
     return False
@@ -748,14 +755,16 @@ def _ran_a_module_before(facts, line: int, ctx) -> bool:
                                          or _runs_a_module_forward(facts, c, ctx)) for c in facts.calls)
 
 
-def _needs_warmup(facts, project) -> str | None:
+def _needs_warmup(facts, project, ctx=None) -> str | None:
+    """What in a function needs a warm-up run before capture: a backward, an optimizer step, or a
+    module (with ``ctx``, also a model of unknown type that the checker follows into the file's modules)."""
     for c in facts.calls:
         if c.meth == "backward":
             return "`backward()`"
         if c.meth == "step" and type(c.recv) is tuple and c.recv[0] == "optim":
             return "an optimizer step"
     for c in facts.calls:
-        if is_callable_module(facts.infer(c.node.func), project):
+        if is_callable_module(facts.infer(c.node.func), project) or (ctx is not None and _runs_a_module_forward(facts, c, ctx)):
             return f"`{text_of(c.node.func)}(...)`"
     return None
 
