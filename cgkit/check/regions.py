@@ -22,7 +22,7 @@ import ast
 import bisect
 import re
 
-from cgkit.check.callers import seed_from_callers
+from cgkit.check.callers import argument_for, call_sites, functions_of, seed_from_callers
 from cgkit.check.facts import TENSOR, attr_kind, facts_of
 from cgkit.check.model import kind_class
 from cgkit.check.names import add_import, bound_values, dotted
@@ -333,12 +333,40 @@ class _Finder:
         region.ancestors = list(ancestors)
         if target is not None:
             region.targets = [target]
-            region.roots = self._resolve_targets([target], scope, stmt.lineno) or self._modules_compiled_here(target)
+            region.roots = self._resolve_targets([target], scope, stmt.lineno) or self._decorated_with(scope, target) \
+                or self._passed_in(scope, target) or self._modules_compiled_here(target)
             alias = _assigned_name(stmt) if getattr(stmt, "value", None) is node else None
             for root in region.roots if alias else ():
                 if alias != root.name:  # ``self.td_fn(obs, ...)`` calls ``_td_target`` under another name
                     seed_from_callers(root, self.project, called_as=alias)
         self.regions.append(region)
+
+    def _decorated_with(self, scope: FuncRef, target) -> list[FuncRef]:
+        """``def deco(fn): ... torch.compile(fn, ...)``, applied as ``@deco`` or ``@register("name", ...)`` (a
+        factory that returns ``deco``): the functions decorated so are what it compiles."""
+        node = scope.node
+        if type(target) is not ast.Name or type(node) is ast.Module or target.id not in {a.arg for a in node.args.args}:
+            return []
+        names = {scope.name} | {outer.name for outer in _returning(self.module, scope.name)}
+        out = []
+        for fref in functions_of(self.module):
+            for dec in getattr(fref.node, "decorator_list", ()):
+                parts = dotted(dec.func if type(dec) is ast.Call else dec)
+                if parts and parts[-1] in names:
+                    out.append(fref)
+        return out
+
+    def _passed_in(self, scope: FuncRef, target) -> list[FuncRef]:
+        """``def build(fn, **opts): return torch.compile(fn, **opts)``: what its callers pass as ``fn``."""
+        if type(target) is not ast.Name or type(scope.node) is ast.Module or target.id not in scope.positional_params:
+            return []
+        out = []
+        for caller, call in call_sites(self.project, scope.name, scope):
+            arg = argument_for(call, scope.positional_params, target.id)
+            if arg is not None:
+                facts = facts_of(self.project, caller)
+                out += [f for f in resolve_callable(facts, arg, call.lineno, self.project) if f not in out]
+        return out
 
     def _modules_compiled_here(self, target) -> list[FuncRef]:
         """A compiled target the checker cannot type (``model.forward`` of a parameter, ``m`` from a
@@ -424,6 +452,8 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
             return [target]
         return []
     if t is ast.Call:
+        if type(expr.func) is ast.Name and expr.func.id == "getattr" and len(expr.args) >= 2:
+            return _getattr_methods(facts, expr, line, project, _depth)
         if expr.args and facts.module.qual(expr.func) == "functools.partial":  # ``partial(attn, q, k, cfg)``
             return resolve_callable(facts, expr.args[0], line, project, _depth + 1)
         found = kind_targets(facts.infer(expr), facts, project, _depth)
@@ -437,6 +467,36 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
             if type(call) is ast.Call and type(call.func) in (ast.Name, ast.Attribute):
                 found += [f for f in resolve_callable(facts, call.func, line, project, _depth + 1) if f not in found]
         return found
+    return []
+
+
+def _getattr_methods(facts, call, line: int, project: Project, depth: int) -> list[FuncRef]:
+    """``getattr(self, "_" + stage)`` with ``stage`` looping over string constants, or ``getattr(obj,
+    "name")``: the methods those names give."""
+    owner, name = call.args[0], call.args[1]
+    names = _constant_strings(facts, name)
+    if not names:
+        return []
+    out = []
+    for attr in names:
+        out += [f for f in resolve_callable(facts, ast.Attribute(value=owner, attr=attr, ctx=ast.Load()), line, project,
+                                            depth + 1) if f not in out]
+    return out
+
+
+def _constant_strings(facts, expr) -> list[str]:
+    """The strings an expression can be: a constant, ``"_" + stage`` over a loop of constants."""
+    if type(expr) is ast.Constant and isinstance(expr.value, str):
+        return [expr.value]
+    if type(expr) is ast.BinOp and type(expr.op) is ast.Add:
+        left, right = _constant_strings(facts, expr.left), _constant_strings(facts, expr.right)
+        return [a + b for a in left for b in right]
+    if type(expr) is ast.Name:
+        for s in facts.stores:
+            it = getattr(s.node, "iter", None)
+            if s.name == expr.id and s.loop_target and type(it) in (ast.Tuple, ast.List) and \
+                    all(type(e) is ast.Constant and isinstance(e.value, str) for e in it.elts):
+                return [e.value for e in it.elts]
     return []
 
 
@@ -639,10 +699,24 @@ def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
     return False
 
 
-def _spread_dict(expr, scope: FuncRef) -> ast.Dict | None:
+def _spread_dict(expr, scope: FuncRef, depth: int = 0) -> ast.Dict | None:
     """The dict spread by ``**OPTS``, or by ``**BACKENDS["inductor"]`` / ``**BACKENDS[cfg.get("backend",
-    "inductor")]`` (the entry of a module-level dict of dicts that the key, or the lookup's default, names)."""
+    "inductor")]`` / ``**PROFILES[profile]`` with ``profile="cell"`` a default (the entry of a module-level
+    dict of dicts that the key, the lookup's default or the parameter's default names); a local name bound
+    to one of those; or the ``**compile_kw`` a function forwards, from what its callers pass."""
+    if depth > 2:
+        return None
     if type(expr) is ast.Name:
+        node = scope.node
+        if type(node) is not ast.Module and node.args.kwarg is not None and node.args.kwarg.arg == expr.id:
+            return _forwarded_keywords(scope)
+        for outer in _enclosing(scope.module, node):  # ``def register(name, **kw): def deco(fn): compile(fn, **kw)``
+            if outer.args.kwarg is not None and outer.args.kwarg.arg == expr.id:
+                return _forwarded_keywords(FuncRef(scope.module, outer, None, outer.name))
+        if type(node) is not ast.Module:
+            local = bound_values(node.body, expr.id)
+            if local and type(local[-1]) is ast.Subscript:
+                return _spread_dict(local[-1], scope, depth + 1)
         return _dict_of(expr.id, scope)
     if type(expr) is not ast.Subscript or type(expr.value) is not ast.Name:
         return None
@@ -650,12 +724,56 @@ def _spread_dict(expr, scope: FuncRef) -> ast.Dict | None:
     key = expr.slice
     if type(key) is ast.Call and type(key.func) is ast.Attribute and key.func.attr == "get" and len(key.args) == 2:
         key = key.args[1]
+    if type(key) is ast.Name:
+        key = _constant_of(key.id, scope) or key
     if table is None or type(key) is not ast.Constant:
         return None
     for k, v in zip(table.keys, table.values, strict=True):
         if type(k) is ast.Constant and k.value == key.value:
             return _as_dict(v)
     return None
+
+
+def _forwarded_keywords(scope: FuncRef) -> ast.Dict | None:
+    """The keywords callers of ``scope`` (or of the function enclosing it that returns it, a decorator
+    factory: ``@register("score", backend="cudagraphs")``) pass into its ``**kwargs``: those of the first
+    caller that passes any, with its own ``**OPTS`` spread out."""
+    module = scope.module
+    names = {scope.name} | {outer.name for outer in _returning(module, scope.name)}
+    for node in ast.walk(module.tree):
+        if type(node) is not ast.Call or type(node.func) is not ast.Name or node.func.id not in names:
+            continue
+        keys, values = [], []
+        for kw in node.keywords:
+            if kw.arg is not None:
+                keys.append(ast.Constant(kw.arg))
+                values.append(kw.value)
+            else:
+                spread = _spread_dict(kw.value, module.body_ref, 2)
+                if spread is not None:
+                    keys.extend(spread.keys)
+                    values.extend(spread.values)
+        if keys:
+            return ast.Dict(keys=keys, values=values)
+    return None
+
+
+def _enclosing(module, node) -> list:
+    """The module-level functions that hold ``node`` (a nested function) in their body."""
+    if type(node) is ast.Module:
+        return []
+    return [fn for fn in module.defs.values() if fn is not node and fn.lineno < node.lineno <= fn.end_lineno
+            and any(n is node for n in ast.walk(fn))]
+
+
+def _returning(module, name: str) -> list:
+    """The module's functions that define a function ``name`` and return it (decorator factories)."""
+    out = []
+    for fn in module.defs.values():
+        if any(type(n) in FUNC_TYPES and n.name == name for n in ast.walk(fn) if n is not fn) and \
+                any(type(n) is ast.Return and type(n.value) is ast.Name and n.value.id == name for n in ast.walk(fn)):
+            out.append(fn)
+    return out
 
 
 def _field_default(attr: str, scope: FuncRef):

@@ -1946,3 +1946,49 @@ def test_a_comprehension_of_copies_of_compiled_outputs_keeps_no_output():
             return copies, kept
     """
     assert [c for c in _codes(source) if c[1] == "CG407"] == [(7, "CG407")]
+
+
+def test_compile_options_forwarded_through_kwargs_a_registry_decorator_and_a_profile_table():
+    source = """
+        import time
+        import torch
+
+        STAGES = {}
+        PROFILES = {"cell": dict(mode="reduce-overhead"), "debug": dict(mode="default")}
+        OPTS = dict(mode="max-autotune")
+
+        def register(name, **compile_kw):
+            def deco(fn):
+                STAGES[name] = torch.compile(fn, **compile_kw)
+                return fn
+            return deco
+
+        def build(fn, **opts):
+            return torch.compile(fn, **opts)
+
+        @register("score", backend="cudagraphs")
+        def score(x):
+            time.sleep(0)
+            return x * 2
+
+        def rank(x):
+            time.sleep(0)
+            return x + 1
+
+        class Service:
+            def __init__(self, profile="cell"):
+                opts = PROFILES[profile]
+                for stage in ("coarse", "refine"):
+                    setattr(self, stage, torch.compile(getattr(self, "_" + stage), **opts))
+
+            def _coarse(self, x):
+                time.sleep(0)
+                return x
+
+            def _refine(self, x):
+                time.sleep(0)
+                return x
+
+        ranked = build(rank, **OPTS)
+    """
+    assert sorted({line for line, code in _codes(source) if code == "CG411"}) == [19, 23, 33, 37]
