@@ -444,6 +444,23 @@ def _initial_constant(cls, store, project) -> bool:
     return False
 
 
+def runs_after_capture(fref, region, ctx) -> bool:
+    """A function of the region's file that runs while the graph (or the compiled function) is in use:
+    not construction, not the region's own code, not one that captures (or calls the capture) again,
+    and called at run time (or public, for other code to call)."""
+    reached = {facts.fref.key for facts, _span, _chain in region.reached}
+    setup = {r.scope.key: r.stmt.end_lineno for r in ctx.regions if r.scope is not None}
+    if type(fref.node) is ast.Module or fref.key in reached or fref.key in setup or fref.name in _CONSTRUCTION:
+        return False
+    if _captures_again(facts_of(ctx.project, fref), region):
+        return False
+    callers = list(call_sites(ctx.project, fref.name, fref))
+    if not callers:
+        return not fref.name.startswith("_")
+    # A caller that captures or compiles runs it at run time only below that (``main()``: compile, then loop).
+    return any(c.name not in _CONSTRUCTION and (c.key not in setup or call.lineno > setup[c.key]) for c, call in callers)
+
+
 def _called_at_run_time(fref, project, setup: set) -> bool:
     """Something calls the function outside construction and outside the functions that capture; or
     nothing in the checked files calls it and it is public (``train()``, ``anneal()``: an entry point
@@ -945,7 +962,7 @@ def reads_in_region(region, ctx) -> list[Read]:
                 kind = facts.infer(node.value)
                 cls = instance_class(facts, kind)
                 if cls is None and kind is None and type(node.value) is ast.Name:
-                    cls = _only_class_setting(facts.module, node.attr, ctx.project)  # ``model.margin``, model untyped
+                    cls = only_class_setting(facts.module, node.attr, ctx.project)  # ``model.margin``, model untyped
                 if cls is not None:
                     out.append(Read(("attr", node.attr), facts.module, node, cls, facts, chain))
     return out
@@ -962,7 +979,7 @@ def _error_path(fn) -> set[int]:
     return out
 
 
-def _only_class_setting(module, attr: str, project) -> ClassIndex | None:
+def only_class_setting(module, attr: str, project) -> ClassIndex | None:
     """The one class of the file whose ``__init__`` sets ``self.<attr>``: what an object of unknown type
     read as ``obj.<attr>`` most likely is (None when no class, or several, set it)."""
     owners = []
@@ -1025,7 +1042,7 @@ def _text(node) -> str | None:
 __all__ = [
     "Around", "Change", "Invocation", "Read", "around", "changes_between", "compiled_names", "group_key", "group_owner", "iterates_param_groups",
     "bound_from", "global_entry", "initial_literal", "instance_class", "invocations", "kept_in", "returned_positions", "replay_sites", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
-    "replay_loops", "tensor_lr",
+    "only_class_setting", "replay_loops", "runs_after_capture", "scalar_literal", "tensor_lr",
 ]
 
 

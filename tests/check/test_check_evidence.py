@@ -1992,3 +1992,39 @@ def test_compile_options_forwarded_through_kwargs_a_registry_decorator_and_a_pro
         ranked = build(rank, **OPTS)
     """
     assert sorted({line for line, code in _codes(source) if code == "CG411"}) == [19, 23, 33, 37]
+
+
+def test_module_tensors_replaced_by_code_that_runs_while_the_graph_is_in_use():
+    source = """
+        import torch
+        from torch import nn
+
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+                self.register_buffer("prior", torch.zeros(8))
+
+            def forward(self, x):
+                return self.proj(x) + self.prior
+
+        class Service:
+            def __init__(self, model):
+                self.model = model.cuda()
+                self.score = torch.compile(self.model, mode="reduce-overhead")
+
+            def refresh(self, prior):
+                self.model.prior = prior.cuda()
+
+            def refresh_in_place(self, prior):
+                self.model.prior.copy_(prior)
+
+            def swap_weights(self, w):
+                self.model.proj.weight = nn.Parameter(w.cuda())
+
+        def main(model, batches):
+            service = Service(model)
+            for x in batches:
+                service.score(x)
+    """
+    assert [c for c in _codes(source) if c[1] == "CG405"] == [(19, "CG405"), (25, "CG405")]

@@ -105,6 +105,6 @@ def write_ionex(runner, hist, path):
 if __name__ == "__main__":
     runner = TECGraphRunner(TECForecaster(), kp_table=np.random.rand(8, 3).astype(np.float32))
     runner.capture()
-    day = [torch.rand(4, HIST, H, W, device="cuda") * 60 for _ in range(96)]
-    products = runner.forecast_day(day)
-    write_ionex(runner, day[-1], "tec_forecast.npy")
+    runner.set_lead(24)                 # the 6 h product is requested after start-up
+    products = runner.forecast_day([torch.rand(4, HIST, H, W, device="cuda") * 60 for _ in range(96)])
+    write_ionex(runner, torch.rand(4, HIST, H, W, device="cuda") * 60, "tec_forecast.npy")

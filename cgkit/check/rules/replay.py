@@ -1055,6 +1055,58 @@ def compiled_model_state_replaced_by_holder(region, ctx):
                 yield found(stmt, module=facts.module, what=f"{owner.id}.data", line=region.line, how=how)
 
 
+@RULES.also("CG405", Region())
+def module_tensor_replaced_at_run_time(region, ctx):
+    """A tensor that the region's modules read (``self.hour_prior`` in a ``forward``), or a parameter of a
+    graphed or compiled model (``model.embed.weight``), given a new tensor by code of the file that runs
+    while the graph is in use: ``self.model.hour_prior = prior.cuda()`` in a refresh method,
+    ``model.axis_bias = torch.as_tensor(...)`` in a recalibration, ``head.proj.weight =
+    nn.Parameter(w)``. The graph keeps the old tensor's address (a compiled one records again)."""
+    if region.klass not in ("manual", "compile"):
+        return
+    read = set()  # tensor attributes the region reads on the modules it runs
+    for facts, _span, _chain in region.reached:
+        if facts.cls is not None and facts.self_name and facts.cls.is_module(ctx.project):
+            read |= {n.attr for n in facts.self_loads if is_tensor(attr_kind(facts.cls, n.attr, ctx.project))}
+        for n in facts.attr_loads:  # ``model.templates`` in a compiled function taking the model
+            cls = near.instance_class(facts, facts.infer(n.value)) or near.only_class_setting(facts.module, n.attr, ctx.project)
+            if cls is not None and cls.is_module(ctx.project) and is_tensor(attr_kind(cls, n.attr, ctx.project)):
+                read.add(n.attr)
+    models = {text_of(module_itself(t)) for t in region.targets} - {None}
+    if not read and not models:
+        return
+    for fref in callers.functions_of(region.module):
+        text = callers.source_of(fref)
+        if " = " not in text or not near.runs_after_capture(fref, region, ctx):
+            continue
+        facts = facts_of(ctx.project, fref)
+        local = {s.name for s in facts.stores if not s.loop_target}
+        for owner, attr, stmt in [*facts.held_stores, *facts.attr_stores]:
+            owner_text = text_of(owner)
+            if owner_text is None or (type(owner) is ast.Name and owner.id in local and owner.id not in facts.params):
+                continue  # ``q = Quantizer(); q.scale = ...``: an object it builds
+            value = getattr(stmt, "value", None)
+            parameter = _new_parameter(facts, value)
+            if (attr in read and _new_tensor(facts, value)) or (
+                    parameter and any(owner_text == m or owner_text.startswith(f"{m}.") for m in models)):
+                if ctx.once(("replaced", id(stmt))):
+                    yield found(stmt, module=facts.module, what=f"{owner_text}.{attr}", line=region.line,
+                                how=f"given a new tensor by `{fref.display}()`")
+
+
+def _new_tensor(facts, value) -> bool:
+    """A new object for a tensor attribute: anything but None (freeing it) or a Python number, flag or
+    string, or an object the checker knows is not a tensor."""
+    if value is None or type(value) is ast.Constant or near.scalar_literal(value):
+        return False
+    kind = facts.infer(value)
+    return kind is None or is_tensor(kind)
+
+
+def _new_parameter(facts, value) -> bool:
+    return type(value) is ast.Call and facts.qual(value.func) in ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
+
+
 def _parameter_of(facts, name: str, models: set[str]) -> bool:
     """``name`` iterates ``m.parameters()`` (or zips it with something) for one of ``models``."""
     for s in facts.stores:
