@@ -175,7 +175,8 @@ def _containers_of(facts, names: set[str]) -> set[str]:
                 and len(stmt.targets[0].elts) == len(stmt.value.elts):
             pairs = list(zip(stmt.targets[0].elts, stmt.value.elts, strict=True))
         for target, value in pairs:
-            if type(value) is not ast.Name or value.id not in names:
+            held = value.elts if type(value) in (ast.Tuple, ast.List) else [value]  # ``self.io[k] = (static, out)``
+            if not any(type(v) is ast.Name and v.id in names for v in held):
                 continue
             holder = target.value if type(target) is ast.Subscript else target if type(target) is ast.Attribute else None
             text = _text(holder) if holder is not None else None
@@ -412,21 +413,48 @@ def _runtime_setters(region, ctx, out: dict) -> None:
         if not any(f".{attr}" in text for attr in attrs):
             continue
         facts = facts_of(project, fref)
-        if _captures_again(facts, region) or not _called_at_run_time(fref, project, setup):
+        # A function that captures (calls the capture) first and then loops, like ``train()`` calling
+        # ``build()``: what it sets below its last such call, outside the loops that make it, is a change.
+        after = _below_capture_calls(facts, region)
+        if after is None or not _called_at_run_time(fref, project, setup):
             continue
         for store in facts.self_stores if facts.cls is not None else ():
-            if store.attr in attrs and not is_tensor(store.kind) and type(store.kind) is not tuple \
-                    and not _initial_constant(facts.cls, store, project):
+            if store.attr in attrs and store.stmt.lineno > after and not is_tensor(store.kind) \
+                    and type(store.kind) is not tuple and not _initial_constant(facts.cls, store, project):
                 out.setdefault(("attr", store.attr), []).append(
                     Change(facts.module, store.stmt, facts.cls, literal=_literal_store(facts, store.stmt, store.attr)))
-        local = {s.name for s in facts.stores if not s.loop_target}  # ``for blk in model.blocks``: its parts
+        # ``for blk in model.blocks``: its parts; ``embed, g_embed = build()``: what the capture returned.
+        local = {s.name for s in facts.stores if not s.loop_target and not _returned_by_capture(s, region)}
         for owner, attr, stmt in [*facts.attr_stores, *facts.held_stores]:
-            if type(owner) is ast.Name and owner.id in local and owner.id not in facts.params:
+            if stmt.lineno <= after or (type(owner) is ast.Name and owner.id in local and owner.id not in facts.params):
                 continue  # ``q = factory(); q.internal = flag``: configuring an object it builds
             if attr in attrs and _python_value(facts, stmt):
                 cls = (instance_class(facts, facts.infer(owner)) or _isinstance_class(facts, owner, stmt)) \
                     if type(owner) is ast.Name else None
                 out.setdefault(("attr", attr), []).append(Change(facts.module, stmt, cls, literal=_literal_store(facts, stmt)))
+
+
+def _below_capture_calls(facts, region) -> int | None:
+    """The line below which a function runs after the region is captured: 0 when it does not capture,
+    the last line that calls the capture otherwise, None when a loop in it captures again each time."""
+    scope = region.scope
+    if scope is None or facts.fref.key == scope.key:
+        return None if scope is not None else 0
+    calls = [c.node for c in facts.calls if c.meth == scope.name or (type(c.node.func) is ast.Name and c.node.func.id == scope.name)]
+    if not calls:
+        return 0
+    if any(lp.lineno <= call.lineno <= lp.end_lineno for call in calls for lp in facts.loops):
+        return None
+    return max(call.end_lineno for call in calls)
+
+
+def _returned_by_capture(store, region) -> bool:
+    """``embed, g_embed = build()`` where ``build`` captures: the name holds what the capture used."""
+    value = getattr(store.node, "value", None)
+    scope = region.scope
+    return scope is not None and type(value) is ast.Call and (
+        (type(value.func) is ast.Name and value.func.id == scope.name)
+        or (type(value.func) is ast.Attribute and value.func.attr == scope.name))
 
 
 def _initial_constant(cls, store, project) -> bool:

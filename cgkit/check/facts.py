@@ -514,6 +514,10 @@ class Facts:
                 cls = self._annotated_class(a.annotation)
                 if cls is not None:  # ``model: Transformer``: calling it runs Transformer.forward
                     self.kinds[a.arg] = ("inst", cls)
+                else:
+                    q = self.module.qual(a.annotation)  # ``backbone: nn.Module``: a module of torch's
+                    if q is not None and q.startswith("torch.nn.") and q.rsplit(".", 1)[-1][:1].isupper():
+                        self.kinds[a.arg] = ("nn", q)
         seeds = self.project.param_seeds.get(id(fn))
         if seeds:
             for name, kind in seeds.items():

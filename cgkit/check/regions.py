@@ -549,6 +549,8 @@ def kind_targets(kind, facts, project: Project, depth: int = 0) -> list[FuncRef]
         target = call.args[0] if call.args else None
         if target is not None:
             return resolve_callable(facts, target, call.lineno, project, depth + 1)
+    if tag == "nn" and kind[1] == "torch.nn.Module":  # ``model: nn.Module``: any module, such as the file's own
+        return modules_of_file(facts.module, project, other_than=facts.cls)
     return []
 
 

@@ -2028,3 +2028,73 @@ def test_module_tensors_replaced_by_code_that_runs_while_the_graph_is_in_use():
                 service.score(x)
     """
     assert [c for c in _codes(source) if c[1] == "CG405"] == [(19, "CG405"), (25, "CG405")]
+
+
+def test_a_number_set_by_the_training_loop_after_it_calls_the_function_that_graphs():
+    source = """
+        import torch
+
+        class Frontend(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mask_width = 8
+
+            def forward(self, x):
+                return x[..., : self.mask_width].sum(-1)
+
+        def build():
+            frontend = Frontend().cuda()
+            x = torch.randn(4, 32, device="cuda", requires_grad=True)
+            return torch.cuda.make_graphed_callables(frontend, (x,))
+
+        def train(loader, epochs):
+            frontend = build()
+            for epoch in range(epochs):
+                frontend.mask_width = min(27, 8 + 2 * epoch)
+                for x in loader:
+                    frontend(x).sum().backward()
+    """
+    assert (9, "CG404") in _codes(source)
+    rebuilt = textwrap.dedent(source).replace("    frontend = build()\n    for epoch in range(epochs):\n",
+                                              "    for epoch in range(epochs):\n        frontend = build()\n")
+    assert "        frontend = build()" in rebuilt
+    assert (9, "CG404") not in _codes(rebuilt)  # graphed again every epoch: each graph sees its own width
+
+
+def test_warm_up_in_every_caller_of_a_capturing_helper_and_the_captured_input_looked_up_again():
+    source = """
+        import torch
+        from torch import nn
+
+        class Runner:
+            def __init__(self, model: nn.Module):
+                self.model = model
+                self.graphs, self.io = {}, {}
+
+            def _capture(self, x):
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    out = self.model(x)
+                self.graphs[x.shape], self.io[x.shape] = g, (x, out)
+
+            def build(self, sizes):
+                for size in sizes:
+                    x = torch.zeros(size, 8, device="cuda")
+                    s = torch.cuda.Stream()
+                    s.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(s):
+                        self.model(x)
+                    torch.cuda.current_stream().wait_stream(s)
+                    self._capture(x)
+
+            def run(self, batch):
+                static, out = self.io[batch.shape]
+                static.copy_(batch)
+                self.graphs[batch.shape].replay()
+                return out.clone()
+    """
+    assert [c for c in _codes(source) if c[1] in ("CG405", "CG508")] == []
+    source = textwrap.dedent(source)
+    cold = source.replace("            with torch.cuda.stream(s):\n                self.model(x)\n", "")
+    assert "torch.cuda.stream(s)" not in cold
+    assert [c for c in _codes(cold) if c[1] == "CG508"] == [(11, "CG508")]

@@ -45,7 +45,7 @@ def first_look(fn):
 
 img_enc = nn.Sequential(nn.Conv2d(3, 32, 4, 4), nn.GELU(), nn.Conv2d(32, 64, 4, 4), nn.GELU(),
                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, EMB)).cuda().eval()
-txt_enc = nn.EmbeddingBag(50000, EMB, mode="mean").cuda().eval()
+txt_enc = nn.Embedding(50000, EMB).cuda().eval()
 fusion = nn.Sequential(nn.Linear(2 * EMB + 4, 256), nn.ReLU(), nn.Linear(256, 1)).cuda().eval()
 
 images = torch.rand(B, 3, 128, 128, device="cuda")
@@ -58,7 +58,7 @@ dev_palette = torch.empty(32, 3, device="cuda")
 @torch.no_grad()
 def slot_fusion(images, tokens):
     slot_w = torch.tensor([1.0, 0.8, 0.6, 0.5], device="cuda")  # HAZARD: host-sync
-    z = torch.cat([img_enc(images), txt_enc(tokens), slot_onehot * slot_w], dim=-1)
+    z = torch.cat([img_enc(images), txt_enc(tokens).mean(1), slot_onehot * slot_w], dim=-1)
     return torch.sigmoid(fusion(z))
 
 
@@ -80,7 +80,7 @@ class TemperatureSweep:
     @torch.no_grad()
     def __call__(self):
         tau = self.temperature  # HAZARD: python-scalar
-        a, t = F.normalize(img_enc(images), dim=-1), F.normalize(txt_enc(tokens), dim=-1)
+        a, t = F.normalize(img_enc(images), dim=-1), F.normalize(txt_enc(tokens).mean(1), dim=-1)
         return (a @ t.T / tau).softmax(-1).diagonal()
 
 

@@ -10,7 +10,7 @@ CTX, N_COV, BATCH, PRICE = 90, 6, 2048, 2
 class DeepAR(nn.Module):
     def __init__(self, hidden=64):
         super().__init__()
-        self.lstm = nn.LSTM(1 + N_COV, hidden, num_layers=2, batch_first=True, dropout=0.1)
+        self.lstm = nn.LSTM(1 + N_COV, hidden, num_layers=2, batch_first=True)
         self.mu, self.alpha = nn.Linear(hidden, 1), nn.Linear(hidden, 1)
 
     def forward(self, x):

@@ -855,6 +855,8 @@ def rebound_static_input(region, ctx):
             continue
         if s.aug:
             continue  # x += y on a tensor updates it in place
+        if _looked_up_again(s, near.kept_in(region, ctx, s.name)):
+            continue  # ``static, out = self.io[key]``: the captured tensor itself, from where the capture kept it
         reported.add(s.name)
         yield found(s.node, what=s.name, line=region.line, how="rebound")
     for name, stmt in sf.dels:
@@ -1503,6 +1505,15 @@ def _kept_directly(stmt, call_node, loops) -> str | None:
             and any(a is call_node for a in value.args) and loops:
         return " (the loop calls it again)"
     return None
+
+
+def _looked_up_again(store, containers: set[str]) -> bool:
+    """The name is bound again from a container the captured tensor was put in (``self.io[key] = (static,
+    out)`` after the capture, then ``static, out = self.io[key]``)."""
+    value = getattr(store.node, "value", None)
+    while type(value) is ast.Subscript:
+        value = value.value
+    return value is not None and text_of(value) in containers
 
 
 def _holds(expr, call_node) -> bool:

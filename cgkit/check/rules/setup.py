@@ -710,7 +710,8 @@ def capture_without_warmup(region, ctx):
                 # A forward-only capture is warmed up by any earlier call of the same module.
                 if not any(o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls):
                     needs = needs or f"`{name}(...)`"
-    if needs and not _warmed_up(sf, rs, ctx, opener=region.node):
+    if needs and not _warmed_up(sf, rs, ctx, opener=region.node, captured=(rs, end)) \
+            and not _callers_warm_up(region, ctx):
         yield found(region.node, what=needs)
 
 
@@ -777,14 +778,34 @@ def _callable_object(kind, project) -> bool:
     return type(kind) is tuple and kind[0] == "inst" and kind[1].find_method("__call__", project) is not None
 
 
-def _warmed_up(sf, before_line: int, ctx, opener=None) -> bool:
+def _callers_warm_up(region, ctx) -> bool:
+    """A capturing helper (``def _capture(self, size)``) whose every caller in view warms up on a side
+    stream before calling it (``build()``: warm-up, then ``self._capture(size)``)."""
+    scope = region.scope
+    if scope is None or type(scope.node) is ast.Module:
+        return False
+    callers = list(call_sites(ctx.project, scope.name, scope))
+    return bool(callers) and all(_warms_up_itself(facts_of(ctx.project, caller), call.lineno) for caller, call in callers)
+
+
+def _warms_up_itself(facts, line: int) -> bool:
+    """The function runs a ``with torch.cuda.stream(...)`` block before ``line`` (or in a loop around it)."""
+    loops = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= line <= lp.end_lineno]
+    return any(w.end_lineno < line or any(lo <= w.lineno <= hi for lo, hi in loops) for w, _ in facts.stream_withs)
+
+
+def _warmed_up(sf, before_line: int, ctx, opener=None, captured=None) -> bool:
     """A side-stream warm-up before the capture: in the capturing function, in a function it calls
-    before, or in the helper that opens the capture (``with graph_capture(pool, warmup_fn=...)``)."""
+    before, or in the helper that opens the capture (``with graph_capture(pool, warmup_fn=...)``).
+    ``captured``: the lines of the capture itself, which warm nothing up."""
     # In a loop around the capture, what the loop runs below it ran on the earlier iterations
     # (``if epoch == 1: capture`` after an eager epoch 0 on a side stream).
     loops = [(lp.lineno, lp.end_lineno) for lp in sf.loops if lp.lineno <= before_line <= lp.end_lineno]
+    first, last = captured or (before_line, before_line)
 
     def earlier(line: int) -> bool:
+        if first <= line <= last:
+            return False
         return line < before_line or any(lo <= line <= hi for lo, hi in loops)
 
     if any(earlier(w.lineno) and not (w.lineno <= before_line <= w.end_lineno) for w, _ in sf.stream_withs):
