@@ -48,7 +48,9 @@ def rule_markdown(rule: Rule, heading_level: int = 2) -> str:
     lines = [
         f"{h} {rule.code} {rule.name}",
         "",
-        f"Category: `{rule.category}`. Severity: {severity_line(rule)}.",
+        f"Category: `{rule.category}`"
+        + (f" (`{rule.compile_category}` under `torch.compile`)" if rule.compile_category else "")
+        + f". Severity: {severity_line(rule)}.",
         "",
         f"Message: {rule.message}",
         "",

@@ -303,7 +303,7 @@ class Checker:
             end_col=end_col,
             code=code,
             name=rule.name,
-            category=rule.category,
+            category=rule.category_for(region.klass),
             severity=severity,
             message=rule.render_message(region.klass, args),
             fix=_format(rule.fix, args),

@@ -76,6 +76,9 @@ class Rule:
     manual: str | None = "error"  # severity under torch.cuda.graph / capture_begin / make_graphed_callables
     compile: str | None = "warning"  # severity under torch.compile(mode="reduce-overhead"/"max-autotune")
     compile_message: str | None = None
+    # The category under torch.compile when the hazard is a different one there (printing a tensor:
+    # a host sync in a capture, a graph break, host code, in a compiled function).
+    compile_category: str | None = None
     gpu_check: str = "ok = True"
     gpu_skip: str | None = None  # why the GPU test cannot show the hazard, if it cannot
     # The exception the example raises on a GPU when it is one the GPU test would otherwise take for a
@@ -101,6 +104,9 @@ class Rule:
     @property
     def url(self) -> str:
         return f"{rules_doc_path()}#{self.anchor}"
+
+    def category_for(self, klass: str) -> str:
+        return self.compile_category if klass == "compile" and self.compile_category else self.category
 
     def severity(self, klass: str) -> str | None:
         if klass == "candidate":

@@ -73,7 +73,7 @@ def finding(code: str, what: str, location: Location, fallback: Site, region: di
                                  "reference": explain.library_call_reference(advice)}
     return Finding(
         path=short_path(user.path), line=user.line, col=user.col, end_line=user.line, end_col=user.col,
-        code=code, name=rule.name, category=rule.category, severity=severity,
+        code=code, name=rule.name, category=rule.category_for(klass), severity=severity,
         message=message or rule.render_message(klass, values), fix=fix, region=region,
         chain=[{"name": s.function, "line": s.line, "path": short_path(s.path)} for s in library_sites[::-1]],
         url=rule.url, trace=trace,

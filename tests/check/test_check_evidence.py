@@ -2098,3 +2098,60 @@ def test_warm_up_in_every_caller_of_a_capturing_helper_and_the_captured_input_lo
     cold = source.replace("            with torch.cuda.stream(s):\n                self.model(x)\n", "")
     assert "torch.cuda.stream(s)" not in cold
     assert [c for c in _codes(cold) if c[1] == "CG508"] == [(11, "CG508")]
+
+
+def test_a_graph_held_on_self_captured_for_every_bucket_and_print_in_a_compiled_function():
+    source = """
+        import torch
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+                self.graph = torch.cuda.CUDAGraph()
+                self.out = {}
+
+            def capture(self, buckets):
+                for bs in buckets:
+                    x = torch.zeros(bs, 8, device="cuda")
+                    with torch.cuda.graph(self.graph):
+                        self.out[bs] = x * 2
+
+            def capture_once(self, buckets):
+                for i, bs in enumerate(buckets):
+                    if i == 1:
+                        with torch.cuda.graph(self.graph):
+                            self.out[bs] = torch.zeros(bs, device="cuda") * 2
+
+        @torch.compile(mode="reduce-overhead")
+        def step(x):
+            print("batch", x.softmax(-1).mean())
+            return x * 2
+    """
+    result = check_source(textwrap.dedent(source).lstrip("\n"))
+    codes = [(f.line, f.code, f.category) for f in result.findings if f.severity in ("error", "warning")]
+    assert (12, "CG509", "api-misuse") in codes
+    assert not [c for c in codes if c[0] == 18]  # captured on one iteration only
+    assert (23, "CG106", "host-code") in codes  # a graph break under torch.compile (host-sync in a capture)
+
+
+def test_keyword_calls_of_graphed_callables_unpacked_from_a_builder_that_returns_the_graphing_call():
+    source = """
+        import torch
+
+        class Head(torch.nn.Module):
+            def forward(self, h, lexical):
+                return h + lexical
+
+        def build():
+            head = Head().cuda()
+            h = torch.randn(4, 8, device="cuda", requires_grad=True)
+            lex = torch.randn(4, 8, device="cuda")
+            return torch.cuda.make_graphed_callables((head, head), ((h, lex), (h, lex)))
+
+        def train(loader):
+            g_a, g_b = build()
+            for h, lex in loader:
+                g_a(h, lex)
+                g_b(h, lexical=lex)
+    """
+    assert [c for c in _codes(source) if c[1] == "CG511"] == [(17, "CG511")]

@@ -349,7 +349,10 @@ def graphed_callable_keywords(region, ctx):
             returned[None] = "<graphed>"  # ``return torch.cuda.make_graphed_callables(policy, ...)``
         for caller, call in call_sites(project, facts.fref.name, facts.fref) if returned else ():
             cf = facts_of(project, caller)
-            todo.append((cf, bound_from(cf, call, returned), call.lineno, depth + 1))
+            names = bound_from(cf, call, returned)
+            if not names and None in returned:  # ``g_cnn, g_head = build()`` of ``return make_graphed_callables((cnn, head), ...)``
+                names = _bound_to(cf, call)
+            todo.append((cf, names, call.lineno, depth + 1))
 
 
 def _bound_to(facts, call) -> set:
@@ -863,21 +866,27 @@ def graph_object_reused(region, ctx):
     if not _manual(region) or region.kind not in _CAPTURES:
         return
     graph = region.graph_expr
-    if graph is None or type(graph) is not ast.Name:
-        return
     sf = facts_of(ctx.project, region.scope)
-    name = graph.id
+    if type(graph) is ast.Name:
+        name = graph.id
+        stores = [s.node.lineno for s in sf.stores if s.name == name]
+    elif type(graph) is ast.Attribute and type(graph.value) is ast.Name and graph.value.id == sf.self_name:
+        name = text_of(graph)  # ``self.graph``, captured again for each bucket of a loop
+        stores = [s.stmt.lineno for s in sf.self_stores if s.attr == graph.attr]
+    else:
+        return
     rs = region.stmt.lineno
-    stores = [s.node.lineno for s in sf.stores if s.name == name]
     earlier = [r for r in ctx.regions_in_scope(region) if r is not region and r.stmt.lineno < rs]
     for other in earlier:
-        if type(other.graph_expr) is ast.Name and other.graph_expr.id == name and not _exclusive(other, region):
+        if text_of(other.graph_expr) == name and not _exclusive(other, region):
             if not any(other.stmt.lineno < line < rs for line in stores) and not _reset_between(
                     sf, name, other.stmt.lineno, rs):
                 yield found(graph, what=name, line=other.stmt.lineno)
                 return
-    for anc in region.ancestors:
+    for i, anc in enumerate(region.ancestors):
         if type(anc) in (ast.For, ast.While, ast.AsyncFor):
+            if any(type(inner) is ast.If for inner in region.ancestors[i + 1:]):
+                continue  # ``if epoch == 1:`` / ``if self.graph is None:`` in the loop: captured once, or unknown
             if not any(anc.lineno <= line <= anc.end_lineno for line in stores) and not _reset_between(
                 sf, name, anc.lineno, anc.end_lineno + 1
             ):
@@ -901,12 +910,7 @@ def _within(stmt, body) -> bool:
 
 
 def _reset_between(sf, name: str, lo: int, hi: int) -> bool:
-    for c in sf.calls:
-        if c.meth == "reset" and lo < c.node.lineno < hi:
-            value = c.node.func.value
-            if type(value) is ast.Name and value.id == name:
-                return True
-    return False
+    return any(c.meth == "reset" and lo < c.node.lineno < hi and text_of(c.node.func.value) == name for c in sf.calls)
 
 
 @RULES.rule(

@@ -256,6 +256,7 @@ _TO_STRING = {"builtins.str": "`str()`", "builtins.repr": "`repr()`", "builtins.
         category="host-sync",
         message="{what} formats a tensor's values on the host; capture fails here",
         compile_message="{what} formats a tensor's values on the host: graph break here",
+        compile_category="host-code",  # under torch.compile: host code that breaks the graph (like print, CG401)
         fix="Print or log outside the region, from the output tensor after `replay()`.",
         what="Checks for `print(tensor)`, `str()`/`repr()`/`format()` of a tensor and f-strings that format a tensor.",
         why="Formatting a tensor copies its values to the host, which synchronizes. "
