@@ -8,6 +8,7 @@
 3. CG407 (compile): an output of a reduce-overhead function kept in a variable and read after another
    compiled call, in inference: two compiled plain functions, two compiled modules, the same function
    twice; and in training, a loss read after `backward()` and a compiled optimizer step.
+4. CG405: a recurrent state rebound inside the captured code, against the same state copied in place.
 
 Prints one JSON line per case.
 """
@@ -106,9 +107,54 @@ def compiled_reads() -> None:
     emit("loss-read-after-compiled-optimizer-step", raised=error_of(train))
 
 
+def state_rebound() -> None:
+    """4. CG405: a recurrent state read and then rebound inside the captured code (``h = cell(x, self.h);
+    self.h = h``) against the same state written in place (``self.h.copy_(h)``): after 3 replays, how many
+    steps has the state advanced?"""
+    torch.manual_seed(0)
+    cell = nn.GRUCell(16, 16).cuda()
+    x = torch.randn(4, 16, device="cuda")
+
+    class Runner:
+        def __init__(self, in_place: bool):
+            self.h = torch.zeros(4, 16, device="cuda")
+            self.in_place = in_place
+
+        def step(self):
+            h = cell(x, self.h)
+            if self.in_place:
+                self.h.copy_(h)
+            else:
+                self.h = h
+            return h
+
+    with torch.no_grad():
+        steps = [torch.zeros(4, 16, device="cuda")]
+        for _ in range(3):
+            steps.append(cell(x, steps[-1]))
+        for in_place in (False, True):
+            runner = Runner(in_place)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                runner.step()
+            torch.cuda.current_stream().wait_stream(side)
+            runner.h = torch.zeros(4, 16, device="cuda")  # start again from zeros, as the reference does
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = runner.step()
+            if in_place:
+                runner.h.zero_()  # the capture ran no kernels, but be exact about the start
+            for _ in range(3):
+                graph.replay()
+            torch.cuda.synchronize()
+            advanced = next((n for n in (3, 2, 1) if torch.allclose(out, steps[n], atol=1e-5)), 0)
+            emit("state-rebound" if not in_place else "state-copied-in-place", steps_advanced_after_3_replays=advanced)
+
+
 if __name__ == "__main__":
     emit("machine", torch=torch.__version__, gpu=torch.cuda.get_device_name())
-    for case in (part_hooks, keyword_calls, compiled_reads):
+    for case in (part_hooks, keyword_calls, compiled_reads, state_rebound):
         try:
             case()
         except Exception as exc:  # noqa: BLE001

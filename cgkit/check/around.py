@@ -860,6 +860,9 @@ def initial_literal(read, ctx) -> bool:
     project = ctx.project
     if key[0] == "attr" and read.cls is not None:
         for klass in read.cls.mro(project):
+            field = _class_field(klass, key[1])  # ``prior_var: float = 4.0`` in a dataclass
+            if field is not None:
+                return scalar_literal(field)
             init = klass.methods.get("__init__")
             if init is None:
                 continue
@@ -1013,9 +1016,19 @@ def only_class_setting(module, attr: str, project) -> ClassIndex | None:
     owners = []
     for cls in module.classes.values():
         init = cls.methods.get("__init__")
-        if init is not None and any(s.attr == attr for s in facts_of(project, FuncRef(module, init, cls, "__init__")).self_stores):
+        if (init is not None and any(s.attr == attr for s in facts_of(project, FuncRef(module, init, cls, "__init__")).self_stores)) \
+                or _class_field(cls, attr) is not None:
             owners.append(cls)
     return owners[0] if len(owners) == 1 else None
+
+
+def _class_field(cls, attr: str):
+    """The default a class body gives ``attr`` (a dataclass field, ``lr: float = 1e-3``), or None."""
+    for stmt in cls.node.body:
+        target = stmt.target if type(stmt) is ast.AnnAssign else stmt.targets[0] if type(stmt) is ast.Assign else None
+        if type(target) is ast.Name and target.id == attr and getattr(stmt, "value", None) is not None:
+            return stmt.value
+    return None
 
 
 def instance_class(facts, kind, _depth: int = 0) -> ClassIndex | None:

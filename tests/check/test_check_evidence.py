@@ -2155,3 +2155,31 @@ def test_keyword_calls_of_graphed_callables_unpacked_from_a_builder_that_returns
                 g_b(h, lexical=lex)
     """
     assert [c for c in _codes(source) if c[1] == "CG511"] == [(17, "CG511")]
+
+
+def test_a_dataclass_setting_read_by_a_compiled_closure_and_changed_by_the_training_loop():
+    source = """
+        import dataclasses
+        import torch
+
+        @dataclasses.dataclass
+        class Config:
+            prior_var: float = 4.0
+            epochs: int = 10
+
+        def build_step(model, cfg):
+            @torch.compile(mode="reduce-overhead")
+            def step(x):
+                prior_var = cfg.prior_var
+                return model(x).square().mean() / prior_var
+            return step
+
+        def fit(model, loader, cfg=Config()):
+            step = build_step(model, cfg)
+            for epoch in range(cfg.epochs):
+                for x in loader:
+                    step(x).backward()
+                cfg.prior_var = max(1.0, cfg.prior_var * 0.9)
+    """
+    assert (12, "CG404") in _codes(source)
+    assert (12, "CG404") not in _codes(source.replace("cfg.prior_var = max(1.0, cfg.prior_var * 0.9)", "pass"))
