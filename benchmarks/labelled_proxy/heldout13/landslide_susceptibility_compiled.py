@@ -91,4 +91,4 @@ if __name__ == "__main__":
         mapper.quicklook(dem, lith, cover)
         checked = SusceptibilityMapper(review).quicklook(dem, lith, cover)  # CLEAN: review model compiled without CUDA graphs
         gauge_window = full[..., :512, :512].contiguous()
-        print(H, W, len(hotspot_cells(gauge_window)), float((full - checked).abs().max()))
+        print(H, W, len(hotspot_cells(gauge_window)), float((full - checked).abs().max()))  # CLEAN: fixed 512 x 512 window, one shape

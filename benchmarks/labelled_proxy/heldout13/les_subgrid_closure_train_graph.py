@@ -87,7 +87,7 @@ class ClosureTrainer:
             cos = 0.5 * (1 + math.cos(math.pi * (epoch + 1) / epochs))
             for group in self.opt.param_groups:
                 group["lr"] = self.base_lr * cos  # HAZARD: optimizer
-            print(f"epoch {epoch:2d}  loss {self.static_loss.item() if self.graph else float('nan'):.4e}")
+            print(f"epoch {epoch:2d}  loss {self.static_loss.item() if self.graph else float('nan'):.4e}")  # CLEAN: host read after the replays, outside capture
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ class StationEstimator:
         self.met.copy_(met)
         self.graph.replay()
         mu, warn, _ = self.out
-        return mu.cpu(), warn.cpu()
+        return mu.cpu(), warn.cpu()  # CLEAN: host copies after the replay, outside capture
 
 
 if __name__ == "__main__":

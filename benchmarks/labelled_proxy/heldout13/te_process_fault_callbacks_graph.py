@@ -100,7 +100,7 @@ class Trainer:
                 self.x.copy_(x)
                 self.y.copy_(y)
                 self.graph.replay()
-            print(f"epoch {epoch} loss {self.loss.item():.4f} steps {int(self.steps)}")
+            print(f"epoch {epoch} loss {self.loss.item():.4f} steps {int(self.steps)}")  # CLEAN: host read after the replays, outside capture
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ class SeamTracker:
                 self.correction, _ = self._locate()
 
     def on_profile(self, heights_mm: torch.Tensor):
-        self.profile[0, 0].copy_(heights_mm)
+        self.profile[0, 0].copy_(heights_mm)  # CLEAN: in-place copy into the static input
         self.graph.replay()
         return self.correction
 
@@ -76,4 +76,4 @@ if __name__ == "__main__":
         x = torch.linspace(-40, 40, 1280, device="cuda")
         groove = -3.0 * torch.exp(-((x - 0.01 * k) ** 2) / 4.0)
         corr = tracker.on_profile(groove + 0.05 * torch.randn_like(groove))
-    print("last correction (mm):", corr.cpu().numpy().round(3))
+    print("last correction (mm):", corr.cpu().numpy().round(3))  # CLEAN: host read after the replay, outside capture

@@ -82,6 +82,6 @@ class EdgeAbr:
 def serve(edge, packager):
     for boundary in packager.chunk_boundaries():
         renditions = edge.next_renditions(*boundary.session_state())
-        packager.assign(renditions.cpu().numpy())
+        packager.assign(renditions.cpu().numpy())  # CLEAN: device-to-host read after the replay, outside the capture
         if boundary.hour_changed:
             edge.isp_prior = np.asarray(packager.isp_prior(), dtype=np.float32)

@@ -79,5 +79,5 @@ class VolTrainer:
                 if self.graph is None:
                     self._capture()
                 self.graph.replay()
-            history.append(self.static_loss.item())
+            history.append(self.static_loss.item())  # CLEAN: read after the replay, outside the capture
         return history

@@ -79,7 +79,7 @@ class ExcursionMonitor:
         ids.copy_(container_ids)
         for g in self.graphs[telemetry.shape[0]]:
             g.replay()
-        return risk.clone(), int(n_hot), float(bay)
+        return risk.clone(), int(n_hot), float(bay)  # CLEAN: host reads after the replays, outside the capture
 
 
 def watch(monitor, feed):

@@ -64,7 +64,7 @@ class Stabilizer:
         self.side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.side):
             for _ in range(3):
-                self._frame()
+                F.interpolate(self._frame(), scale_factor=0.25, mode="bilinear")
         torch.cuda.current_stream().wait_stream(self.side)
 
     def _frame(self):
