@@ -106,6 +106,19 @@ def compiled_reads() -> None:
 
     emit("loss-read-after-compiled-optimizer-step", raised=error_of(train))
 
+    with torch.no_grad():  # an output fed back as the next call's input: ``x = f(x)``, and with a clone
+        for clone in (False, True):
+            torch._dynamo.reset()
+            f = torch.compile(lambda t: torch.tanh(t) * 0.9, mode="reduce-overhead")
+
+            def feed_back(clone=clone, f=f):
+                y = torch.randn(64, 64, device="cuda")
+                for _ in range(6):
+                    y = f(y).clone() if clone else f(y)
+                y.sum().item()
+
+            emit("output-fed-back-cloned" if clone else "output-fed-back", raised=error_of(feed_back))
+
 
 def state_rebound() -> None:
     """4. CG405: a recurrent state read and then rebound inside the captured code (``h = cell(x, self.h);

@@ -426,7 +426,8 @@ def _runtime_setters(region, ctx, out: dict) -> None:
         # ``for blk in model.blocks``: its parts; ``embed, g_embed = build()``: what the capture returned.
         local = {s.name for s in facts.stores if not s.loop_target and not _returned_by_capture(s, region)}
         for owner, attr, stmt in [*facts.attr_stores, *facts.held_stores]:
-            if stmt.lineno <= after or (type(owner) is ast.Name and owner.id in local and owner.id not in facts.params):
+            if stmt.lineno <= after or (type(owner) is ast.Name and (
+                    (owner.id in local and owner.id not in facts.params) or _built_here(facts, owner.id, stmt, region))):
                 continue  # ``q = factory(); q.internal = flag``: configuring an object it builds
             if attr in attrs and _python_value(facts, stmt):
                 cls = (instance_class(facts, facts.infer(owner)) or _isinstance_class(facts, owner, stmt)) \
@@ -446,6 +447,14 @@ def _below_capture_calls(facts, region) -> int | None:
     if any(lp.lineno <= call.lineno <= lp.end_lineno for call in calls for lp in facts.loops):
         return None
     return max(call.end_lineno for call in calls)
+
+
+def _built_here(facts, name: str, stmt, region) -> bool:
+    """``recipe = copy.deepcopy(recipe)`` (or any call) is the name's last binding before ``stmt``: the
+    object set up here is a new one, not the one the graph holds."""
+    bound = [s for s in facts.stores if s.name == name and s.node.lineno < stmt.lineno and not s.loop_target]
+    last = bound[-1] if bound else None
+    return last is not None and type(getattr(last.node, "value", None)) is ast.Call and not _returned_by_capture(last, region)
 
 
 def _returned_by_capture(store, region) -> bool:

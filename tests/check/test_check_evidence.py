@@ -198,8 +198,8 @@ def test_a_function_that_returns_a_torch_factory_call_returns_a_tensor():
         def sample(x, n):
             sigmas = schedule(n).cuda()
             for i in range(n):
-                x = step(x, sigmas[i + 1] - sigmas[i])
-            return x.clone()
+                x = step(x, sigmas[i + 1] - sigmas[i]).clone()  # cloned: not fed back (CG407)
+            return x
     """) == []
 
 
@@ -1272,7 +1272,7 @@ def test_an_entry_of_a_module_level_dict_changed_between_calls():
                 pos = step(pos, vel)
                 CFG["dt"] = 0.01 / (i + 1)
             return pos
-    """) == [(6, "CG404")]
+    """) == [(6, "CG404"), (13, "CG407")]  # and pos, an output fed back into the next call
 
 
 def test_an_attribute_set_on_the_object_the_compiled_call_goes_through():
@@ -2183,3 +2183,53 @@ def test_a_dataclass_setting_read_by_a_compiled_closure_and_changed_by_the_train
     """
     assert (12, "CG404") in _codes(source)
     assert (12, "CG404") not in _codes(source.replace("cfg.prior_var = max(1.0, cfg.prior_var * 0.9)", "pass"))
+
+
+def test_an_output_fed_back_into_the_next_call_and_a_setting_on_a_copy_made_before_graphing():
+    source = """
+        import copy
+        import torch
+
+        step = torch.compile(lambda x, u: torch.tanh(x + u), mode="reduce-overhead")
+
+        @torch.no_grad()
+        def rollout(x, plan):
+            for u in plan:
+                x = step(x, u)
+            return x
+
+        @torch.no_grad()
+        def rollout_cloned(x, plan):
+            for u in plan:
+                x = step(x, u).clone()
+            return x
+
+        class Recipe:
+            def __init__(self):
+                self.margin = 1
+
+        class Layer(torch.nn.Module):
+            def __init__(self, recipe):
+                super().__init__()
+                self.recipe = recipe
+
+            def forward(self, x):
+                recipe = self.recipe
+                return x * recipe.margin
+
+        def graph_layer(recipe):
+            layer = Layer(recipe).cuda()
+            x = torch.randn(4, device="cuda", requires_grad=True)
+            return torch.cuda.make_graphed_callables(layer, (x,))
+
+        def test_other_margin(recipe):
+            recipe = copy.deepcopy(recipe)
+            recipe.margin = 2
+            return recipe
+    """
+    found = _codes(source)
+    assert (9, "CG407") in found and not [c for c in found if c[0] == 15]
+    assert not [c for c in found if c[1] == "CG404"]  # the copy test_other_margin sets is not the graphed one
+    shared = source.replace("            recipe = copy.deepcopy(recipe)\n", "")
+    assert "deepcopy(recipe)" not in shared
+    assert [c for c in _codes(shared) if c[1] == "CG404"] == [(29, "CG404")]

@@ -1280,7 +1280,8 @@ def state_rebound_in_region(item, f):
         what="Checks for graph outputs kept across replays without a copy: appended or put in a "
         "container inside a loop that replays the graph, and, for `torch.compile` with CUDA graphs, "
         "outputs of a compiled call that are kept (in a list, a container, an attribute or a variable "
-        "read again) past the next call of a compiled function. Keeping the static outputs of a "
+        "read again, or fed back as the next call's input: `x = step(x, u)` in a loop) past the next call "
+        "of a compiled function. Keeping the static outputs of a "
         "manual graph on its runner object once, the usual pattern, is not reported.",
         why="A graph writes its outputs to the same memory on every replay. Keeping a reference to "
         "an output and replaying again overwrites the kept value: a list of per-step results ends up "
@@ -1437,6 +1438,11 @@ def compiled_output_kept(region, ctx):
         names = [t.id for t in _flat_targets(stmt.targets) if type(t) is ast.Name]
         if not names:
             continue
+        fed_back = [a.id for a in call.node.args if type(a) is ast.Name and a.id in names]
+        if fed_back and inv.loops and not any(c.meth == "backward" for c in facts.calls):
+            # ``x = step(x, u)`` in a loop: the output of one call is the input of the next, which
+            # overwrites it (measured: benchmarks/graphed_parts_and_reads.py, output-fed-back)
+            yield found(stmt, module=facts.module, what=fed_back[0], detail=" (fed back into the next call of it)")
         others = [i.call.node for other in ctx.regions for i in near.invocations(other, ctx)
                   if i.facts is facts and i.call is not call]
         for name in names:
