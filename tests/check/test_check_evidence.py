@@ -2233,3 +2233,51 @@ def test_an_output_fed_back_into_the_next_call_and_a_setting_on_a_copy_made_befo
     shared = source.replace("            recipe = copy.deepcopy(recipe)\n", "")
     assert "deepcopy(recipe)" not in shared
     assert [c for c in _codes(shared) if c[1] == "CG404"] == [(29, "CG404")]
+
+
+def test_a_host_value_returned_beside_an_output_and_a_warm_up_in_the_constructor():
+    source = """
+        import time
+        import torch
+
+        @torch.compile(mode="reduce-overhead")
+        def decode(logits):
+            return logits.argmax(-1) * 100, time.time()
+
+        @torch.compile(mode="reduce-overhead")
+        def read(x):
+            return x * 2
+
+        @torch.no_grad()
+        def verify(a, b):
+            cents, stamp = decode(a)
+            cents = cents.clone()
+            other = read(b)
+            return cents, other.clone(), stamp
+
+        class Trainer:
+            def __init__(self):
+                self.model = torch.nn.Linear(8, 8).cuda()
+                self.x = torch.zeros(4, 8, device="cuda")
+                self.graph = None
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    self._step()
+                torch.cuda.current_stream().wait_stream(side)
+
+            def _step(self):
+                loss = self.model(self.x).sum()
+                loss.backward()
+                return loss.detach()
+
+            def start(self):
+                if self.graph is None:
+                    self.graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(self.graph):
+                        self.loss = self._step()
+    """
+    found = _codes(source)
+    assert not [c for c in found if c[1] in ("CG407", "CG508")]
+    source = textwrap.dedent(source)
+    assert [c for c in _codes(source.replace("time.time()", "logits.max()")) if c[1] == "CG407"] == [(17, "CG407")]

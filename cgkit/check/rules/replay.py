@@ -1436,6 +1436,7 @@ def compiled_output_kept(region, ctx):
         if type(stmt) is not ast.Assign or stmt.value is not call.node:
             continue
         names = [t.id for t in _flat_targets(stmt.targets) if type(t) is ast.Name]
+        names = [n for n in names if not _host_value_returned(region, ctx, stmt, n)]
         if not names:
             continue
         fed_back = [a.id for a in call.node.args if type(a) is ast.Name and a.id in names]
@@ -1459,6 +1460,24 @@ def _returns_no_graph_tensor(facts) -> bool:
     if not returns or any(r.value is None for r in returns):
         return False
     return all(_not_graph_held(facts, part) for r in returns for part in _parts(r.value))
+
+
+def _host_value_returned(region, ctx, stmt, name: str) -> bool:
+    """``whole, stamp = decode(x)`` where every compiled root returns ``(whole * 100, time.time())``:
+    ``stamp`` receives a host value, which no graph holds."""
+    target = stmt.targets[0] if len(stmt.targets) == 1 else None
+    if type(target) is not ast.Tuple or not region.roots:
+        return False
+    position = next((i for i, t in enumerate(target.elts) if type(t) is ast.Name and t.id == name), None)
+    if position is None:
+        return False
+    for root in region.roots:
+        facts = facts_of(ctx.project, root)
+        returns = [n.value for n in ast.walk(root.node) if type(n) is ast.Return]
+        if not returns or not all(type(r) is ast.Tuple and len(r.elts) == len(target.elts)
+                                  and _not_graph_held(facts, r.elts[position]) for r in returns):
+            return False
+    return True
 
 
 def _parts(expr) -> list:

@@ -783,10 +783,14 @@ def _callable_object(kind, project) -> bool:
 
 def _callers_warm_up(region, ctx) -> bool:
     """A capturing helper (``def _capture(self, size)``) whose every caller in view warms up on a side
-    stream before calling it (``build()``: warm-up, then ``self._capture(size)``)."""
+    stream before calling it (``build()``: warm-up, then ``self._capture(size)``); or a method whose
+    class's constructor warms up on a side stream (it runs before any method can)."""
     scope = region.scope
     if scope is None or type(scope.node) is ast.Module:
         return False
+    init = scope.cls.methods.get("__init__") if scope.cls is not None and scope.name != "__init__" else None
+    if init is not None and facts_of(ctx.project, FuncRef(scope.cls.module, init, scope.cls, "__init__")).stream_withs:
+        return True
     callers = list(call_sites(ctx.project, scope.name, scope))
     return bool(callers) and all(_warms_up_itself(facts_of(ctx.project, caller), call.lineno) for caller, call in callers)
 
