@@ -397,38 +397,28 @@ def _runtime_setters(region, ctx, out: dict) -> None:
     """Attributes the region reads, set by code of its file that runs while the graph (or the compiled
     function) is in use: a setter method (``def set_quality(self, n): self.iters = n``), a callback
     (``trainer.smoothing = ...``), a calibration (``model.threshold = t``), a curriculum step
-    (``self.enc.active_levels += 1``). Not counted: the region's own code, construction, a function
-    that captures (or calls the capture) again, and a function that nothing calls, or only the code
-    that builds the object or captures, and a private function that nothing calls."""
+    (``self.enc.active_levels += 1``); which code that is, :func:`lines_after_capture` says. Not
+    counted: an object such code builds and sets up itself (:func:`configured_here`)."""
     project = ctx.project
     attrs = {read.key[1] for read in reads_in_region(region, ctx) if read.key[0] == "attr"}
     if not attrs:
         return
-    reached = {facts.fref.key for facts, _span, _chain in region.reached}
-    setup = {r.scope.key for r in ctx.regions if r.scope is not None}
     for fref in functions_of(region.module):
-        if type(fref.node) is ast.Module or fref.key in reached or fref.key in setup or fref.name in _CONSTRUCTION:
-            continue
         text = source_of(fref)
         if not any(f".{attr}" in text for attr in attrs):
             continue
-        facts = facts_of(project, fref)
-        # A function that captures (calls the capture) first and then loops, like ``train()`` calling
-        # ``build()``: what it sets below its last such call, outside the loops that make it, is a change.
-        after = _below_capture_calls(facts, region)
-        if after is None or not _called_at_run_time(fref, project, setup):
+        after = lines_after_capture(fref, region, ctx)
+        if after is None:
             continue
+        facts = facts_of(project, fref)
         for store in facts.self_stores if facts.cls is not None else ():
             if store.attr in attrs and store.stmt.lineno > after and not is_tensor(store.kind) \
                     and type(store.kind) is not tuple and not _initial_constant(facts.cls, store, project):
                 out.setdefault(("attr", store.attr), []).append(
                     Change(facts.module, store.stmt, facts.cls, literal=_literal_store(facts, store.stmt, store.attr)))
-        # ``for blk in model.blocks``: its parts; ``embed, g_embed = build()``: what the capture returned.
-        local = {s.name for s in facts.stores if not s.loop_target and not _returned_by_capture(s, region)}
         for owner, attr, stmt in [*facts.attr_stores, *facts.held_stores]:
-            if stmt.lineno <= after or (type(owner) is ast.Name and (
-                    (owner.id in local and owner.id not in facts.params) or _built_here(facts, owner.id, stmt, region))):
-                continue  # ``q = factory(); q.internal = flag``: configuring an object it builds
+            if stmt.lineno <= after or configured_here(facts, owner, stmt, region):
+                continue
             if attr in attrs and _python_value(facts, stmt):
                 cls = (instance_class(facts, facts.infer(owner)) or _isinstance_class(facts, owner, stmt)) \
                     if type(owner) is ast.Name else None
@@ -447,6 +437,17 @@ def _below_capture_calls(facts, region) -> int | None:
     if any(lp.lineno <= call.lineno <= lp.end_lineno for call in calls for lp in facts.loops):
         return None
     return max(call.end_lineno for call in calls)
+
+
+def configured_here(facts, owner, stmt, region) -> bool:
+    """``q = factory(); q.internal = flag`` or ``recipe = copy.deepcopy(recipe); recipe.x = ...``: the
+    function sets up an object it built itself, not the one the graph holds. A loop's variable
+    (``for blk in model.blocks``: the model's parts) and what the capture returned (``embed, g = build()``)
+    are the graph's own."""
+    if type(owner) is not ast.Name:
+        return False
+    local = {s.name for s in facts.stores if s.name == owner.id and not s.loop_target and not _returned_by_capture(s, region)}
+    return (owner.id in local and owner.id not in facts.params) or _built_here(facts, owner.id, stmt, region)
 
 
 def _built_here(facts, name: str, stmt, region) -> bool:
@@ -481,31 +482,27 @@ def _initial_constant(cls, store, project) -> bool:
     return False
 
 
-def runs_after_capture(fref, region, ctx) -> bool:
-    """A function of the region's file that runs while the graph (or the compiled function) is in use:
-    not construction, not the region's own code, not one that captures (or calls the capture) again,
-    and called at run time (or public, for other code to call)."""
+def lines_after_capture(fref, region, ctx) -> int | None:
+    """Where a function of the region's file runs while the graph (or the compiled function) is in use:
+    below this line (0: all of it), or None when it does not. Not counted: the region's own code,
+    construction, a function that captures (or compiles) itself, one whose loop calls the capture again,
+    and one that nothing calls at run time. Counted: a function that calls the capture once and goes on
+    (``train()`` calling ``build()``, below that call); one that something calls outside construction
+    (a caller that captures or compiles calls it at run time only below that); a public function nothing
+    in view calls (``train()``, ``anneal()``: an entry point for other code)."""
     reached = {facts.fref.key for facts, _span, _chain in region.reached}
     setup = {r.scope.key: r.stmt.end_lineno for r in ctx.regions if r.scope is not None}
     if type(fref.node) is ast.Module or fref.key in reached or fref.key in setup or fref.name in _CONSTRUCTION:
-        return False
-    if _captures_again(facts_of(ctx.project, fref), region):
-        return False
+        return None
+    after = _below_capture_calls(facts_of(ctx.project, fref), region)
+    if after is None:
+        return None
     callers = list(call_sites(ctx.project, fref.name, fref))
     if not callers:
-        return not fref.name.startswith("_")
-    # A caller that captures or compiles runs it at run time only below that (``main()``: compile, then loop).
-    return any(c.name not in _CONSTRUCTION and (c.key not in setup or call.lineno > setup[c.key]) for c, call in callers)
-
-
-def _called_at_run_time(fref, project, setup: set) -> bool:
-    """Something calls the function outside construction and outside the functions that capture; or
-    nothing in the checked files calls it and it is public (``train()``, ``anneal()``: an entry point
-    for other code). A private function that nothing calls changes nothing."""
-    callers = [caller for caller, _call in call_sites(project, fref.name, fref)]
-    if not callers:
-        return not fref.name.startswith("_")
-    return any(c.name not in _CONSTRUCTION and c.key not in setup for c in callers)
+        return None if fref.name.startswith("_") else after
+    if any(c.name not in _CONSTRUCTION and (c.key not in setup or call.lineno > setup[c.key]) for c, call in callers):
+        return after
+    return None
 
 
 def _per_call_writes(facts, ctx, out: dict) -> None:
@@ -1092,7 +1089,7 @@ def _text(node) -> str | None:
 __all__ = [
     "Around", "Change", "Invocation", "Read", "around", "changes_between", "compiled_names", "group_key", "group_owner", "iterates_param_groups",
     "bound_from", "global_entry", "initial_literal", "instance_class", "invocations", "kept_in", "returned_positions", "replay_sites", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
-    "only_class_setting", "replay_loops", "runs_after_capture", "scalar_literal", "tensor_lr",
+    "configured_here", "lines_after_capture", "only_class_setting", "replay_loops", "scalar_literal", "tensor_lr",
 ]
 
 

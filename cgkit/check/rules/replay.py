@@ -563,7 +563,9 @@ _SCALAR_ANNOTATIONS = ("int", "float", "bool")
         compile="warning",
         what="Checks for Python values read inside a captured region that change between replays (or "
         "between calls of a compiled function): names rebound after the capture, attributes and globals "
-        "set after it (directly or by a method called there), entries of a module-level dict "
+        "set after it (directly or by a method called there), attributes set by code of the file that runs "
+        "while the graph is in use (a setter method, a callback, a calibration, a training loop after the "
+        "call that graphs; read on `self`, on an untyped model or on a settings object), entries of a module-level dict "
         "(`CFG[\"dt\"] = ...`), optimizer param-group entries "
         "(`group[\"lr\"] = ...`, a scheduler's `step()` when the learning rate is a Python number) for "
         "a captured optimizer step or one compiled with CUDA graphs, and "
@@ -811,7 +813,9 @@ def _root_step(root) -> dict:
         compile="warning",
         what="Checks for inputs of a manual capture that are rebound (or deleted) after capture "
         "instead of being updated in place, for state the captured code reads and then rebinds "
-        "(`h = self.cell(x, self.h); self.h = h`: replays keep reading the tensor held at capture), and for tensors a CUDA-graph-compiled module reads "
+        "(`h = self.cell(x, self.h); self.h = h`: replays keep reading the tensor held at capture), for "
+        "tensors of the region's modules (and parameters of a graphed or compiled model) given a new object "
+        "by code of the file that runs while the graph is in use (`self.model.prior = prior.cuda()`), and for tensors a CUDA-graph-compiled module reads "
         "(parameters, buffers, other tensor attributes) that another of its methods replaces.",
         why="A graph reads its inputs from the addresses they had at capture. Binding the Python name "
         "to a new tensor does not move the data there: the graph keeps reading the old tensor, and "
@@ -1078,15 +1082,14 @@ def module_tensor_replaced_at_run_time(region, ctx):
     if not read and not models:
         return
     for fref in callers.functions_of(region.module):
-        text = callers.source_of(fref)
-        if " = " not in text or not near.runs_after_capture(fref, region, ctx):
+        after = near.lines_after_capture(fref, region, ctx) if " = " in callers.source_of(fref) else None
+        if after is None:
             continue
         facts = facts_of(ctx.project, fref)
-        local = {s.name for s in facts.stores if not s.loop_target}
         for owner, attr, stmt in [*facts.held_stores, *facts.attr_stores]:
             owner_text = text_of(owner)
-            if owner_text is None or (type(owner) is ast.Name and owner.id in local and owner.id not in facts.params):
-                continue  # ``q = Quantizer(); q.scale = ...``: an object it builds
+            if owner_text is None or stmt.lineno <= after or near.configured_here(facts, owner, stmt, region):
+                continue
             value = getattr(stmt, "value", None)
             parameter = _new_parameter(facts, value)
             if (attr in read and _new_tensor(facts, value)) or (
