@@ -350,6 +350,10 @@ class Facts:
                     return TENSOR  # ``logits.softmax(-1)``: only tensors have these methods (not arrays, lists, modules)
                 if meth in _TENSOR_ONLY_MASK_METHODS:
                     return MASK
+                if meth in _ARRAY_REDUCTIONS and not e.keywords and len(e.args) <= 1 and not self._numpy_made(func.value):
+                    # ``(p > 250.0).any()``, ``valid.sum()``: a reduction only arrays have (lists, numbers,
+                    # strings and modules do not); one not made from NumPy is a tensor's
+                    return TENSOR
             if recv is None and meth in _TO_DEVICE and type(func.value) in (ast.Subscript, ast.Attribute) \
                     and not is_self_attr(func.value, self.self_name):
                 # ``batch["x"].cuda()``, ``item.feats.to(device)``: data moved to the GPU (a module is
@@ -365,6 +369,18 @@ class Facts:
         if is_callable_module(self.infer(func, depth + 1), self.project):
             return TENSOR
         return None
+
+    def _numpy_made(self, expr) -> bool:
+        """The value comes from NumPy: ``x.cpu().numpy() > 0.1``, ``np.abs(a)``, or a name bound to one."""
+        if type(expr) is ast.Name:
+            bound = [s for s in self.stores if s.name == expr.id and type(s.node) is ast.Assign]
+            expr = bound[-1].node.value if bound else expr
+        for node in ast.walk(expr):
+            if type(node) is ast.Call:
+                q = self.qual(node.func) or ""
+                if q.startswith("numpy.") or (type(node.func) is ast.Attribute and node.func.attr == "numpy"):
+                    return True
+        return False
 
     def _infer_torch_call(self, q: str, e: ast.Call):
         parts = q.split(".")
@@ -984,6 +1000,9 @@ def _tensor_operation(q: str | None) -> bool:
     return q[6 : -len(name) - 1] in _TORCH_TENSOR_SUBMODULES
 
 
+# Reductions of arrays (tensors and NumPy arrays, which Dynamo traces as tensors), never of lists, numbers,
+# strings or modules: on a value of unknown type, their result is taken for a tensor's.
+_ARRAY_REDUCTIONS = frozenset("sum mean max min any all argmax argmin amax amin prod std var".split())
 # Methods only tensors have whose result is not a tensor (or not always): evidence about the receiver only.
 _TENSOR_ONLY_QUERIES = frozenset("numel nelement ndimension dim element_size amax amin topk chunk unbind norm".split())
 _TO_DEVICE = frozenset(("cuda", "to", "pin_memory"))
