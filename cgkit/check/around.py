@@ -18,6 +18,7 @@ param-group entries), and those of the functions it calls (setters), one level d
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from cgkit.check.callers import call_sites, functions_of, seed_from_callers, source_of
@@ -404,8 +405,7 @@ def _runtime_setters(region, ctx, out: dict) -> None:
     if not attrs:
         return
     for fref in functions_of(region.module):
-        text = source_of(fref)
-        if not any(f".{attr}" in text for attr in attrs):
+        if not assigns_attribute(source_of(fref), attrs):
             continue
         after = lines_after_capture(fref, region, ctx)
         if after is None:
@@ -423,6 +423,15 @@ def _runtime_setters(region, ctx, out: dict) -> None:
                 cls = (instance_class(facts, facts.infer(owner)) or _isinstance_class(facts, owner, stmt)) \
                     if type(owner) is ast.Name else None
                 out.setdefault(("attr", attr), []).append(Change(facts.module, stmt, cls, literal=_literal_store(facts, stmt)))
+
+
+def assigns_attribute(text: str, attrs) -> bool:
+    """The code's text assigns one of ``attrs`` on some object (``.iters = ``, ``.gain *= ``): a cheap
+    test before its facts and its callers are looked at."""
+    if not attrs:
+        return False
+    pattern = re.compile(r"\.(?:" + "|".join(re.escape(a) for a in attrs) + r")\s*(?:[-+*/%@&|^]|//|\*\*)?=(?!=)")
+    return pattern.search(text) is not None
 
 
 def _below_capture_calls(facts, region) -> int | None:
@@ -490,6 +499,10 @@ def lines_after_capture(fref, region, ctx) -> int | None:
     (``train()`` calling ``build()``, below that call); one that something calls outside construction
     (a caller that captures or compiles calls it at run time only below that); a public function nothing
     in view calls (``train()``, ``anneal()``: an entry point for other code)."""
+    return ctx.memo(("after capture", fref.key, id(region)), lambda: _lines_after_capture(fref, region, ctx))
+
+
+def _lines_after_capture(fref, region, ctx) -> int | None:
     reached = {facts.fref.key for facts, _span, _chain in region.reached}
     setup = {r.scope.key: r.stmt.end_lineno for r in ctx.regions if r.scope is not None}
     if type(fref.node) is ast.Module or fref.key in reached or fref.key in setup or fref.name in _CONSTRUCTION:
@@ -866,7 +879,7 @@ def initial_literal(read, ctx) -> bool:
     project = ctx.project
     if key[0] == "attr" and read.cls is not None:
         for klass in read.cls.mro(project):
-            field = _class_field(klass, key[1])  # ``prior_var: float = 4.0`` in a dataclass
+            field = klass.field(key[1])  # ``prior_var: float = 4.0`` in a dataclass
             if field is not None:
                 return scalar_literal(field)
             init = klass.methods.get("__init__")
@@ -976,7 +989,7 @@ def reads_in_region(region, ctx) -> list[Read]:
     near = around(region, ctx)
     scope_key = region.scope.key if region.scope is not None else None
     for facts, (lo, hi), chain in region.reached:
-        failing = _error_path(facts.fref.node)
+        failing = ctx.memo(("error path", facts.fref.key), lambda fn=facts.fref.node: _error_path(fn))
         in_scope = near is not None and facts.fref.key == scope_key
         if in_scope:
             for name, node in near.reads.items():
@@ -999,7 +1012,7 @@ def reads_in_region(region, ctx) -> list[Read]:
                 kind = facts.infer(node.value)
                 cls = instance_class(facts, kind)
                 if cls is None and kind is None and type(node.value) is ast.Name:
-                    cls = only_class_setting(facts.module, node.attr, ctx.project)  # ``model.margin``, model untyped
+                    cls = only_class_setting(facts.module, node.attr, ctx)  # ``model.margin``, model untyped
                 if cls is not None:
                     out.append(Read(("attr", node.attr), facts.module, node, cls, facts, chain))
     return out
@@ -1016,25 +1029,21 @@ def _error_path(fn) -> set[int]:
     return out
 
 
-def only_class_setting(module, attr: str, project) -> ClassIndex | None:
-    """The one class of the file whose ``__init__`` sets ``self.<attr>``: what an object of unknown type
-    read as ``obj.<attr>`` most likely is (None when no class, or several, set it)."""
+def only_class_setting(module, attr: str, ctx) -> ClassIndex | None:
+    """The one class of the file whose ``__init__`` (or class body: a dataclass field) sets ``attr``: what
+    an object of unknown type read as ``obj.<attr>`` most likely is (None when no class, or several, set it)."""
+    return ctx.memo(("only class setting", id(module), attr), lambda: _only_class_setting(module, attr, ctx.project))
+
+
+def _only_class_setting(module, attr: str, project) -> ClassIndex | None:
     owners = []
     for cls in module.classes.values():
         init = cls.methods.get("__init__")
         if (init is not None and any(s.attr == attr for s in facts_of(project, FuncRef(module, init, cls, "__init__")).self_stores)) \
-                or _class_field(cls, attr) is not None:
+                or cls.field(attr) is not None:
             owners.append(cls)
     return owners[0] if len(owners) == 1 else None
 
-
-def _class_field(cls, attr: str):
-    """The default a class body gives ``attr`` (a dataclass field, ``lr: float = 1e-3``), or None."""
-    for stmt in cls.node.body:
-        target = stmt.target if type(stmt) is ast.AnnAssign else stmt.targets[0] if type(stmt) is ast.Assign else None
-        if type(target) is ast.Name and target.id == attr and getattr(stmt, "value", None) is not None:
-            return stmt.value
-    return None
 
 
 def instance_class(facts, kind, _depth: int = 0) -> ClassIndex | None:
@@ -1089,7 +1098,7 @@ def _text(node) -> str | None:
 __all__ = [
     "Around", "Change", "Invocation", "Read", "around", "changes_between", "compiled_names", "group_key", "group_owner", "iterates_param_groups",
     "bound_from", "global_entry", "initial_literal", "instance_class", "invocations", "kept_in", "returned_positions", "replay_sites", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
-    "configured_here", "lines_after_capture", "only_class_setting", "replay_loops", "scalar_literal", "tensor_lr",
+    "assigns_attribute", "configured_here", "lines_after_capture", "only_class_setting", "replay_loops", "scalar_literal", "tensor_lr",
 ]
 
 

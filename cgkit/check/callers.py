@@ -17,24 +17,37 @@ MAX_CALL_SITES = 50
 
 
 def call_sites(project: Project, name: str, skip: FuncRef | None = None):
-    """Calls of ``name(...)`` or ``<x>.name(...)`` in the checked files: (calling function, call node)."""
+    """Calls of ``name(...)`` or ``<x>.name(...)`` in the checked files: (calling function, call node),
+    at most ``MAX_CALL_SITES`` of them. Found once per name and run (many rules ask the same question)."""
+    sites = project.call_site_cache.get(name)
+    if sites is None:
+        sites = project.call_site_cache[name] = _find_call_sites(project, name)
     found = 0
+    for fref, node in sites:
+        if skip is not None and fref.node is skip.node:
+            continue
+        yield fref, node
+        found += 1
+        if found >= MAX_CALL_SITES:
+            return
+
+
+def _find_call_sites(project: Project, name: str) -> list:
+    out = []
     needle = f"{name}("
     for module in project.checked:
         if needle not in module.text:
             continue
         for fref in functions_of(module):
-            if skip is not None and fref.node is skip.node:
-                continue
             if needle not in source_of(fref):
                 continue
             for c in facts_of(project, fref).calls:
                 parts = dotted(c.node.func)
                 if parts and parts[-1] == name:
-                    yield fref, c.node
-                    found += 1
-                    if found >= MAX_CALL_SITES:
-                        return
+                    out.append((fref, c.node))
+                    if len(out) > 2 * MAX_CALL_SITES:  # enough to leave MAX_CALL_SITES once a ``skip`` is taken out
+                        return out
+    return out
 
 
 def source_of(fref) -> str:

@@ -17,7 +17,7 @@ from cgkit.check.callers import argument_for, call_sites, functions_of, source_o
 from cgkit.check.facts import facts_of
 from cgkit.check.names import dotted
 from cgkit.check.project import FuncRef
-from cgkit.check.regions import resolve_callable
+from cgkit.check.regions import decorated_by, enclosing_functions, resolve_callable
 
 
 @dataclass
@@ -99,7 +99,7 @@ def _decorated(region, project, facts, lo: int, hi: int) -> list[Passed]:
     returns ``deco``) are captured."""
     scope = region.scope
     module = scope.module
-    enclosing = _enclosing_functions(module, scope.node)
+    enclosing = enclosing_functions(module, scope.node)
     if not enclosing:
         return []
     called = {c.node.func.id for c in facts.calls if lo <= c.node.lineno <= hi and type(c.node.func) is ast.Name}
@@ -117,13 +117,9 @@ def _decorated(region, project, facts, lo: int, hi: int) -> list[Passed]:
         # The wrapper warms up when it calls the function before capturing it (or on a side stream).
         warmed = _called_before(facts, slot, region.stmt.lineno, slots) or any(
             w.lineno < region.stmt.lineno for w, _ in facts.stream_withs)
-        out = []
+        out = [Passed(fref, module.body_ref, dec, f"@{dotted(dec.func if type(dec) is ast.Call else dec)[-1]}", slot, warmed)
+               for fref, dec in decorated_by(module, names)]
         for fref in functions_of(module):
-            for dec in getattr(fref.node, "decorator_list", ()):
-                target = dec.func if type(dec) is ast.Call else dec
-                parts = dotted(target)
-                if parts and parts[-1] in names:
-                    out.append(Passed(fref, module.body_ref, dec, f"@{parts[-1]}", slot, warmed))
             out.extend(_applied(project, fref, outer.name, names - {outer.name}, slot, warmed))
         return out
     return []
@@ -146,16 +142,6 @@ def _applied(project, fref, deco: str, factories: set, slot: str, warmed: bool) 
             out.append(Passed(target, fref, node, f"@{parts[-1]}", slot, warmed))
     return out
 
-
-def _enclosing_functions(module, node) -> list:
-    """The functions around a nested function, innermost first."""
-    out = []
-    for fref in functions_of(module):
-        outer = fref.node
-        if outer is not node and type(outer) is not ast.Module and outer.lineno <= node.lineno <= outer.end_lineno \
-                and any(n is node for n in ast.walk(outer)):
-            out.append(outer)
-    return sorted(out, key=lambda n: n.lineno, reverse=True)
 
 
 def _slots(facts, lo: int, hi: int) -> tuple[set[str], set[str]]:

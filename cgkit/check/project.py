@@ -91,6 +91,14 @@ class ClassIndex:
         self._bases: list | None = None
         self._attrs = None
 
+    def field(self, attr: str) -> ast.expr | None:
+        """The value the class body gives ``attr`` (a dataclass field, ``lr: float = 1e-3``), or None."""
+        for stmt in self.node.body:
+            target = stmt.target if type(stmt) is ast.AnnAssign else stmt.targets[0] if type(stmt) is ast.Assign else None
+            if type(target) is ast.Name and target.id == attr and stmt.value is not None:
+                return stmt.value
+        return None
+
     def method_ref(self, name: str) -> FuncRef | None:
         node = self.methods.get(name)
         return FuncRef(self.module, node, self, name) if node is not None else None
@@ -220,6 +228,7 @@ class Project:
         self.before_constructor = None
         self.loader = None  # callable(path) -> ModuleIndex | None (set by the engine)
         self._overrides: dict[tuple[int, str], list] = {}
+        self.call_site_cache: dict[str, list] = {}  # name -> its call sites (cgkit.check.callers)
 
     def overrides(self, cls: ClassIndex, name: str) -> list[FuncRef]:
         """The methods ``name`` of the subclasses of ``cls`` that its own file defines (a runner base class
@@ -275,6 +284,7 @@ class Project:
         self.param_seeds.clear()
         self.closure_self.clear()
         self._overrides.clear()
+        self.call_site_cache.clear()
         self.loader = None
         self.before_constructor = None
 

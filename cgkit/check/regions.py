@@ -348,13 +348,7 @@ class _Finder:
         if type(target) is not ast.Name or type(node) is ast.Module or target.id not in {a.arg for a in node.args.args}:
             return []
         names = {scope.name} | {outer.name for outer in _returning(self.module, scope.name)}
-        out = []
-        for fref in functions_of(self.module):
-            for dec in getattr(fref.node, "decorator_list", ()):
-                parts = dotted(dec.func if type(dec) is ast.Call else dec)
-                if parts and parts[-1] in names:
-                    out.append(fref)
-        return out
+        return [fref for fref, _dec in decorated_by(self.module, names)]
 
     def _passed_in(self, scope: FuncRef, target) -> list[FuncRef]:
         """``def build(fn, **opts): return torch.compile(fn, **opts)``: what its callers pass as ``fn``."""
@@ -712,7 +706,7 @@ def _spread_dict(expr, scope: FuncRef, depth: int = 0) -> ast.Dict | None:
         node = scope.node
         if type(node) is not ast.Module and node.args.kwarg is not None and node.args.kwarg.arg == expr.id:
             return _forwarded_keywords(scope)
-        for outer in _enclosing(scope.module, node):  # ``def register(name, **kw): def deco(fn): compile(fn, **kw)``
+        for outer in enclosing_functions(scope.module, node):  # ``def register(**kw): def deco(fn): compile(fn, **kw)``
             if outer.args.kwarg is not None and outer.args.kwarg.arg == expr.id:
                 return _forwarded_keywords(FuncRef(scope.module, outer, None, outer.name))
         if type(node) is not ast.Module:
@@ -760,12 +754,26 @@ def _forwarded_keywords(scope: FuncRef) -> ast.Dict | None:
     return None
 
 
-def _enclosing(module, node) -> list:
-    """The module-level functions that hold ``node`` (a nested function) in their body."""
+def enclosing_functions(module, node) -> list:
+    """The functions around a nested function, innermost first."""
     if type(node) is ast.Module:
         return []
-    return [fn for fn in module.defs.values() if fn is not node and fn.lineno < node.lineno <= fn.end_lineno
-            and any(n is node for n in ast.walk(fn))]
+    out = [fref.node for fref in functions_of(module)
+           if fref.node is not node and type(fref.node) is not ast.Module
+           and fref.node.lineno <= node.lineno <= fref.node.end_lineno and any(n is node for n in ast.walk(fref.node))]
+    return sorted(out, key=lambda n: n.lineno, reverse=True)
+
+
+def decorated_by(module, names: set) -> list:
+    """``(function, decorator)`` for each function of the module decorated with one of ``names``, called
+    (``@register("score")``) or not (``@deco``)."""
+    out = []
+    for fref in functions_of(module):
+        for dec in getattr(fref.node, "decorator_list", ()):
+            parts = dotted(dec.func if type(dec) is ast.Call else dec)
+            if parts and parts[-1] in names:
+                out.append((fref, dec))
+    return out
 
 
 def _returning(module, name: str) -> list:
@@ -779,18 +787,10 @@ def _returning(module, name: str) -> list:
 
 
 def _field_default(attr: str, scope: FuncRef):
-    """The constant a settings object's field defaults to (``mode: str = "max-autotune"`` in a dataclass of
-    the file, or ``self.mode = "reduce-overhead"`` in a class's ``__init__``), when the file's classes
-    agree on one."""
-    found = set()
-    nodes = []
-    for cls in scope.module.classes.values():
-        for stmt in cls.node.body:
-            target = stmt.target if type(stmt) is ast.AnnAssign else stmt.targets[0] if type(stmt) is ast.Assign else None
-            if type(target) is ast.Name and target.id == attr and type(stmt.value) is ast.Constant:
-                found.add(stmt.value.value)
-                nodes.append(stmt.value)
-    return nodes[0] if len(found) == 1 else None
+    """The constant a settings object's field defaults to (``mode: str = "max-autotune"`` in a dataclass
+    of the file), when the file's classes that have such a field agree on one."""
+    values = [v for cls in scope.module.classes.values() for v in [cls.field(attr)] if type(v) is ast.Constant]
+    return values[0] if values and len({v.value for v in values}) == 1 else None
 
 
 def _as_dict(value) -> ast.Dict | None:

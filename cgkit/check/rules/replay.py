@@ -1075,14 +1075,17 @@ def module_tensor_replaced_at_run_time(region, ctx):
         if facts.cls is not None and facts.self_name and facts.cls.is_module(ctx.project):
             read |= {n.attr for n in facts.self_loads if is_tensor(attr_kind(facts.cls, n.attr, ctx.project))}
         for n in facts.attr_loads:  # ``model.templates`` in a compiled function taking the model
-            cls = near.instance_class(facts, facts.infer(n.value)) or near.only_class_setting(facts.module, n.attr, ctx.project)
+            cls = near.instance_class(facts, facts.infer(n.value)) or near.only_class_setting(facts.module, n.attr, ctx)
             if cls is not None and cls.is_module(ctx.project) and is_tensor(attr_kind(cls, n.attr, ctx.project)):
                 read.add(n.attr)
     models = {text_of(module_itself(t)) for t in region.targets} - {None}
     if not read and not models:
         return
     for fref in callers.functions_of(region.module):
-        after = near.lines_after_capture(fref, region, ctx) if " = " in callers.source_of(fref) else None
+        text = callers.source_of(fref)
+        if not near.assigns_attribute(text, read) and not (models and "Parameter(" in text):
+            continue  # no store of a tensor the region reads, and no new parameter: nothing to look at
+        after = near.lines_after_capture(fref, region, ctx)
         if after is None:
             continue
         facts = facts_of(ctx.project, fref)
