@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import ast
 
+from cgkit.check.callers import argument_for, source_of
 from cgkit.check.facts import argument_kinds, attr_kind, facts_of, held_by_self
 from cgkit.check.project import ClassIndex, FuncRef
 from cgkit.check.regions import (
     LIBRARY_METHOD_NAMES,
+    constant_strings,
     kind_targets,
     methods_of_file,
     modules_of_file,
@@ -24,8 +26,9 @@ MAX_DEPTH = 12
 CANDIDATE_DEPTH = 3  # candidates (no capture in view, info only): their own code and a few calls down
 
 
-def resolve_call(facts, call) -> list[FuncRef]:
-    """The project functions a call site may run (empty for library calls and unknown callees)."""
+def resolve_call(facts, call, names: dict[str, str] | None = None) -> list[FuncRef]:
+    """The project functions a call site may run (empty for library calls and unknown callees).
+    ``names``: the strings this function's parameters hold on the path being followed (for ``getattr``)."""
     node = call.node
     func = node.func
     project = facts.project
@@ -41,6 +44,9 @@ def resolve_call(facts, call) -> list[FuncRef]:
             return _modules_of_file(facts)  # ``model(x)`` of an untyped parameter
         if held_by_self(func, facts) and facts.kind_of_name(name) is None:  # ``for cb in self.hooks: cb(x)``
             return _callable_objects_of_file(facts)
+        dispatched = _getattr_stored(facts, name)
+        if dispatched is not None:  # ``fn = getattr(cb, hook, None)`` ... ``fn(self)``
+            return _getattr_targets(facts, dispatched, names)
         if name in facts.params or any(s.name == name for s in facts.stores):
             return []
         module = facts.module
@@ -56,40 +62,75 @@ def resolve_call(facts, call) -> list[FuncRef]:
                 return _constructor(target, project)
         return []
     if t is ast.Attribute:
-        value = func.value
-        attr = func.attr
-        if type(value) is ast.Name and value.id == facts.self_name and facts.cls is not None:
-            method = facts.cls.find_method(attr, project)
-            if method is not None:  # and the overrides of the subclasses ``self`` may be an instance of
-                return [method, *project.overrides(facts.cls, attr)]
-            kind = attr_kind(facts.cls, attr, project)
-            return kind_targets(kind, facts, project) if kind is not None else _modules_of_file(facts)
-        if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super" and facts.cls is not None:
-            for base in facts.cls.bases(project):
-                if isinstance(base, ClassIndex):
-                    method = base.find_method(attr, project)
-                    if method is not None:
-                        return [method]
-            return []
-        owner = call.recv if call.qual is None else None
-        if owner is None and call.qual is None:
-            owner = facts.infer(value)
-        if type(owner) is tuple:
-            if owner[0] == "inst":
-                if attr in ("cuda", "to", "train", "eval", "half", "float", "zero_grad", "parameters"):
-                    return []
-                method = owner[1].find_method(attr, project)
-                return [method] if method is not None else []
-            return []
-        if call.qual is not None:
-            target = project.lookup(call.qual)
-            if isinstance(target, FuncRef):
-                return [target]
-            return []
-        return _only_method_named(facts, attr) if owner is None and held_by_self(value, facts) else []
+        return _method_targets(facts, func.value, func.attr, call.recv, call.qual)
+    if t is ast.Call and _is_getattr(func):  # ``getattr(cb, hook)(self, *args)``
+        return _getattr_targets(facts, func, names)
     if t is ast.Call or t is ast.Subscript:
         return kind_targets(facts.infer(func), facts, project)
     return []
+
+
+def _method_targets(facts, value, attr: str, recv, qual) -> list[FuncRef]:
+    """What ``value.attr(...)`` runs."""
+    project = facts.project
+    if type(value) is ast.Name and value.id == facts.self_name and facts.cls is not None:
+        method = facts.cls.find_method(attr, project)
+        if method is not None:  # and the overrides of the subclasses ``self`` may be an instance of
+            return [method, *project.overrides(facts.cls, attr)]
+        kind = attr_kind(facts.cls, attr, project)
+        return kind_targets(kind, facts, project) if kind is not None else _modules_of_file(facts)
+    if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super" and facts.cls is not None:
+        for base in facts.cls.bases(project):
+            if isinstance(base, ClassIndex):
+                method = base.find_method(attr, project)
+                if method is not None:
+                    return [method]
+        return []
+    owner = recv if qual is None else None
+    if owner is None and qual is None:
+        owner = facts.infer(value)
+    if type(owner) is tuple:
+        if owner[0] == "inst":
+            if attr in ("cuda", "to", "train", "eval", "half", "float", "zero_grad", "parameters"):
+                return []
+            method = owner[1].find_method(attr, project)
+            return [method] if method is not None else []
+        return []
+    if qual is not None:
+        target = project.lookup(qual)
+        if isinstance(target, FuncRef):
+            return [target]
+        return []
+    if owner is None and held_by_self(value, facts):
+        duck_typed = type(value) is ast.Name and value.id != facts.self_name  # ``cb`` of ``self.callbacks``
+        return _only_method_named(facts, attr, duck_typed)
+    return []
+
+
+def _is_getattr(node) -> bool:
+    return type(node) is ast.Call and type(node.func) is ast.Name and node.func.id == "getattr" and len(node.args) >= 2
+
+
+def _getattr_stored(facts, name: str):
+    """The ``getattr(...)`` call every assignment of ``name`` stores, if that is all it is bound to."""
+    stores = [s for s in facts.stores if s.name == name]
+    if not stores or name in facts.params:
+        return None
+    if all(type(s.node) is ast.Assign and _is_getattr(s.node.value) for s in stores):
+        return stores[0].node.value
+    return None
+
+
+def _getattr_targets(facts, call: ast.Call, names: dict[str, str] | None) -> list[FuncRef]:
+    """``getattr(cb, hook)``: the methods named by the strings ``hook`` can be (constants, a loop over
+    constants, the string the path being followed passed for it, or else what the function's callers
+    pass), looked up on ``cb``."""
+    out = []
+    name = call.args[1]
+    bound = names.get(name.id) if names and type(name) is ast.Name else None
+    for attr in [bound] if bound is not None else constant_strings(facts, name):
+        out += [f for f in _method_targets(facts, call.args[0], attr, None, None) if f not in out]
+    return out
 
 
 def _modules_of_file(facts) -> list[FuncRef]:
@@ -106,12 +147,13 @@ def _callable_objects_of_file(facts) -> list[FuncRef]:
     return methods_of_file(facts.module, "__call__", facts.project, other_than=facts.cls)
 
 
-def _only_method_named(facts, attr: str) -> list[FuncRef]:
+def _only_method_named(facts, attr: str, duck_typed: bool = False) -> list[FuncRef]:
     """``obj.meth(...)`` on an object of unknown type: the file's class that defines ``meth`` (one, or one
-    hierarchy's), when the name is not a common library method's."""
+    hierarchy's; every one for the elements of a collection), when the name is not a common library
+    method's."""
     if attr.startswith("__") or attr in LIBRARY_METHOD_NAMES:
         return []
-    return methods_of_file(facts.module, attr, facts.project, other_than=facts.cls)
+    return methods_of_file(facts.module, attr, facts.project, other_than=facts.cls, duck_typed=duck_typed)
 
 
 def _constructor(cls: ClassIndex, project) -> list[FuncRef]:
@@ -128,26 +170,27 @@ def walk(region, project, scan, emit) -> list:
     calls that lead there (the region's own code first): ``[(facts, (lo, hi), chain), ...]``.
     """
     reached = []
-    seen: set[int] = set()
-    queue: list[tuple[FuncRef, tuple[int, int] | None, list[dict], bool]] = []
+    seen: set = set()
+    queue: list[tuple[FuncRef, tuple[int, int] | None, list[dict], bool, dict]] = []
     if region.span is not None and region.scope is not None:
-        queue.append((region.scope, region.span, [], True))
+        queue.append((region.scope, region.span, [], True, {}))
     for root in region.roots:
-        queue.append((root, None, [_step(root, None)], True))
+        queue.append((root, None, [_step(root, None)], True, {}))
     for passed in region.passed:  # callables handed to a capture helper by its callers
         caller_step = {**_step(passed.caller, None), "line": passed.call.lineno}
         chain = [caller_step, _step(passed.target, passed.call.lineno)]
-        queue.append((passed.target, None, chain, False))
+        queue.append((passed.target, None, chain, False, {}))
     head = 0
     while head < len(queue):
-        fref, span, chain, is_root = queue[head]
+        fref, span, chain, is_root, names = queue[head]
         head += 1
-        key = (fref.key, span)
+        binding = tuple(sorted(names.items()))
+        key = (fref.key, span, binding)
         if key in seen:
             continue
         seen.add(key)
         if span is None:
-            seen.add((fref.key, None))
+            seen.add((fref.key, None, binding))
         facts = facts_of(project, fref)
         lo, hi = span if span is not None else (0, 1 << 30)
         reached.append((facts, (lo, hi), chain))
@@ -161,12 +204,27 @@ def walk(region, project, scan, emit) -> list:
             line = call.node.lineno
             if not (lo <= line <= hi):
                 continue
-            for target in resolve_call(facts, call):
-                if (target.key, None) in seen:
+            for target in resolve_call(facts, call, names):
+                passed_names = _names_passed(call.node, target)
+                if (target.key, None, tuple(sorted(passed_names.items()))) in seen:
                     continue
                 project.seed(target, argument_kinds(facts, call.node, target))
-                queue.append((target, None, [*chain, _step(target, line)], False))
+                queue.append((target, None, [*chain, _step(target, line)], False, passed_names))
     return reached
+
+
+def _names_passed(call: ast.Call, target: FuncRef) -> dict[str, str]:
+    """The string constants a call passes to a function that dispatches on a name with ``getattr``
+    (``self._fire("on_loss", loss)``): that function is followed once per set of names, so each call
+    reaches the methods it names, not those of every call site."""
+    if type(target.node) is ast.Module or "getattr(" not in source_of(target):
+        return {}
+    out = {}
+    for param in target.positional_params:
+        arg = argument_for(call, target.positional_params, param)
+        if type(arg) is ast.Constant and isinstance(arg.value, str):
+            out[param] = arg.value
+    return out
 
 
 def _step(fref: FuncRef, call_line: int | None) -> dict:

@@ -468,7 +468,7 @@ def _getattr_methods(facts, call, line: int, project: Project, depth: int) -> li
     """``getattr(self, "_" + stage)`` with ``stage`` looping over string constants, or ``getattr(obj,
     "name")``: the methods those names give."""
     owner, name = call.args[0], call.args[1]
-    names = _constant_strings(facts, name)
+    names = constant_strings(facts, name)
     if not names:
         return []
     out = []
@@ -478,12 +478,12 @@ def _getattr_methods(facts, call, line: int, project: Project, depth: int) -> li
     return out
 
 
-def _constant_strings(facts, expr) -> list[str]:
+def constant_strings(facts, expr) -> list[str]:
     """The strings an expression can be: a constant, ``"_" + stage`` over a loop of constants."""
     if type(expr) is ast.Constant and isinstance(expr.value, str):
         return [expr.value]
     if type(expr) is ast.BinOp and type(expr.op) is ast.Add:
-        left, right = _constant_strings(facts, expr.left), _constant_strings(facts, expr.right)
+        left, right = constant_strings(facts, expr.left), constant_strings(facts, expr.right)
         return [a + b for a in left for b in right]
     if type(expr) is ast.Name:
         for s in facts.stores:
@@ -491,7 +491,22 @@ def _constant_strings(facts, expr) -> list[str]:
             if s.name == expr.id and s.loop_target and type(it) in (ast.Tuple, ast.List) and \
                     all(type(e) is ast.Constant and isinstance(e.value, str) for e in it.elts):
                 return [e.value for e in it.elts]
+        if expr.id in facts.params and not any(s.name == expr.id for s in facts.stores):
+            return _strings_passed(facts.fref, expr.id, facts.project)
     return []
+
+
+def _strings_passed(fref, param: str, project: Project) -> list[str]:
+    """The string constants the file's callers pass for ``param``: ``self._fire("on_loss", loss)`` gives
+    ``hook`` in ``def _fire(self, hook, *args)`` the value ``"on_loss"``."""
+    if type(fref.node) is ast.Module or param not in fref.positional_params:
+        return []
+    out = []
+    for _caller, call in call_sites(project, fref.name, fref):
+        arg = argument_for(call, fref.positional_params, param)
+        if type(arg) is ast.Constant and isinstance(arg.value, str) and arg.value not in out:
+            out.append(arg.value)
+    return out
 
 
 def modules_of_file(module: ModuleIndex, project: Project, other_than: ClassIndex | None = None) -> list[FuncRef]:
@@ -501,12 +516,15 @@ def modules_of_file(module: ModuleIndex, project: Project, other_than: ClassInde
             if cls is not other_than and "forward" in cls.methods and cls.is_module(project)]
 
 
-def methods_of_file(module: ModuleIndex, name: str, project: Project, other_than: ClassIndex | None = None) -> list[FuncRef]:
+def methods_of_file(module: ModuleIndex, name: str, project: Project, other_than: ClassIndex | None = None,
+                    duck_typed: bool = False) -> list[FuncRef]:
     """The method ``name`` of the file's one class that defines it (other than ``other_than``), or of each
     class of one hierarchy that does (callbacks overriding a base's method); nothing when unrelated
-    classes share the name."""
+    classes share the name, unless the call is ``duck_typed``: made on each element of a collection the
+    object holds (``for cb in self.callbacks: cb.on_step_end(...)``), where every such class may be one."""
     owners = [cls for cls in module.classes.values() if cls is not other_than and name in cls.methods]
-    if len(owners) > 1 and not any(all(base in other.mro(project) for other in owners) for base in owners):
+    if len(owners) > 1 and not duck_typed and \
+            not any(all(base in other.mro(project) for other in owners) for base in owners):
         return []
     return [FuncRef(module, cls.methods[name], cls, name) for cls in owners]
 

@@ -275,8 +275,66 @@ def test_a_method_called_on_each_callback_reaches_every_override_in_the_hierarch
                     self.out = self.step()
     """
     assert _codes(source) == [(9, "CG411")]
-    # Classes that merely share a method name, with no common base, are not taken for one another.
-    assert _codes(source.replace("class Clock(Callback):", "class Clock:")) == []
+    # Each element of a held collection may be any class of the file that defines the method (duck-typed
+    # callbacks with no common base) ...
+    assert _codes(source.replace("class Clock(Callback):", "class Clock:")) == [(9, "CG411")]
+    # ... but one object the runner holds is not taken for every unrelated class that shares a name.
+    single = source.replace("class Clock(Callback):", "class Clock:").replace(
+        "for cb in self.callbacks:\n                    cb.on_step_end(self, loss)",
+        "self.callbacks.on_step_end(self, loss)")
+    assert "self.callbacks.on_step_end" in single
+    assert _codes(single) == []
+
+
+def test_callbacks_fired_by_name_through_getattr_reach_each_named_method():
+    source = """
+        import time
+        import torch
+
+        class Timer:
+            def on_batch(self, trainer, x):
+                trainer.t0 = time.perf_counter()
+
+            def on_loss(self, trainer, loss):
+                pass
+
+        class Logger:
+            def on_loss(self, trainer, loss):
+                trainer.history.append(loss.item())
+
+            def on_epoch(self, trainer):
+                print(trainer.history[-1].item())
+
+        class Trainer:
+            def __init__(self, callbacks):
+                self.cbs = callbacks
+                self.x = torch.zeros(4, device="cuda")
+                self.history = []
+
+            def _fire(self, hook, *args):
+                for cb in self.cbs:
+                    getattr(cb, hook)(self, *args)
+
+            def step(self):
+                self._fire("on_batch", self.x)
+                loss = (self.x * 2).sum()
+                self._fire("on_loss", loss)
+                return loss
+
+            def capture(self):
+                self.step()
+                self.g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.g):
+                    self.out = self.step()
+                self._fire("on_epoch")
+    """
+    # ``on_epoch`` is fired too, but after the capture: only the hooks fired from the step are reached.
+    assert _codes(source) == [(6, "CG411"), (13, "CG101")]
+    # The same through a bound method fetched with a default: ``fn = getattr(cb, hook, None)``.
+    fetched = source.replace("getattr(cb, hook)(self, *args)",
+                             "fn = getattr(cb, hook, None)\n                    if fn is not None:\n"
+                             "                        fn(self, *args)")
+    assert _codes(fetched) == [(6, "CG411"), (13, "CG101")]
 
 
 def test_param_groups_changed_in_the_loop_that_calls_the_replaying_method_are_found():
