@@ -9,6 +9,7 @@ chain of calls from the region.
 from __future__ import annotations
 
 import ast
+from typing import NamedTuple
 
 from cgkit.check.callers import argument_for, source_of
 from cgkit.check.facts import argument_kinds, attr_kind, facts_of, held_by_self
@@ -171,18 +172,18 @@ def walk(region, project, scan, emit) -> list:
     """
     reached = []
     seen: set = set()
-    queue: list[tuple[FuncRef, tuple[int, int] | None, list[dict], bool, dict]] = []
+    queue: list[_Visit] = []
     if region.span is not None and region.scope is not None:
-        queue.append((region.scope, region.span, [], True, {}))
+        queue.append(_Visit(region.scope, region.span, [], ALL_INPUTS))
     for root in region.roots:
-        queue.append((root, None, [_step(root, None)], True, {}))
+        queue.append(_Visit(root, None, [_step(root, None)], ALL_INPUTS))
     for passed in region.passed:  # callables handed to a capture helper by its callers
         caller_step = {**_step(passed.caller, None), "line": passed.call.lineno}
         chain = [caller_step, _step(passed.target, passed.call.lineno)]
-        queue.append((passed.target, None, chain, False, {}))
+        queue.append(_Visit(passed.target, None, chain))
     head = 0
     while head < len(queue):
-        fref, span, chain, is_root, names = queue[head]
+        fref, span, chain, inputs, names = queue[head]
         head += 1
         binding = tuple(sorted(names.items()))
         key = (fref.key, span, binding)
@@ -196,7 +197,7 @@ def walk(region, project, scan, emit) -> list:
         reached.append((facts, (lo, hi), chain))
         for hazard in facts.hazards(scan):
             line = getattr(hazard.node, "lineno", 0)
-            if lo <= line <= hi and (is_root or not hazard.root_only):
+            if lo <= line <= hi and (hazard.on_input is None or inputs is ALL_INPUTS or hazard.on_input in inputs):
                 emit(hazard, facts, chain)
         if len(chain) >= (CANDIDATE_DEPTH if region.klass == "candidate" else MAX_DEPTH):
             continue
@@ -209,8 +210,39 @@ def walk(region, project, scan, emit) -> list:
                 if (target.key, None, tuple(sorted(passed_names.items()))) in seen:
                     continue
                 project.seed(target, argument_kinds(facts, call.node, target))
-                queue.append((target, None, [*chain, _step(target, line)], False, passed_names))
+                queue.append(_Visit(target, None, [*chain, _step(target, line)],
+                                    _inputs_passed(call.node, target, inputs, facts), passed_names))
     return reached
+
+
+# The region's own function: each of its parameters holds an input of the compiled or graphed callable.
+ALL_INPUTS = frozenset({"*"})
+
+
+class _Visit(NamedTuple):
+    """A function to visit in a region walk: the lines of it that run (all when None), the calls that lead
+    there, which of its parameters hold the region's inputs, and the strings passed for its dispatching
+    parameters."""
+
+    fref: FuncRef
+    span: tuple[int, int] | None
+    chain: list
+    inputs: frozenset = frozenset()
+    names: dict = {}
+
+
+def _inputs_passed(call: ast.Call, target: FuncRef, inputs: frozenset, facts) -> frozenset:
+    """The parameters of ``target`` that a call hands the region's inputs: ``_sanitize_(img)`` in a
+    compiled ``choose(img)`` makes ``_sanitize_``'s parameter an input (mutating it mutates the input)."""
+    if not inputs or type(target.node) is ast.Module:
+        return frozenset()
+    params = target.positional_params
+    out = set()
+    for param in params:
+        arg = argument_for(call, params, param)
+        if type(arg) is ast.Name and (inputs is ALL_INPUTS and arg.id in facts.params or arg.id in inputs):
+            out.add(param)
+    return frozenset(out)
 
 
 def _names_passed(call: ast.Call, target: FuncRef) -> dict[str, str]:

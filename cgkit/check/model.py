@@ -130,13 +130,13 @@ class Found(NamedTuple):
     node: object
     stmt: object = None  # the statement holding the node (its first line also takes a noqa)
     args: dict | None = None
-    root_only: bool = False  # only when the function itself is the region (not a callee)
+    on_input: str | None = None  # only where this parameter holds an input of the region's callable
     module: object = None  # region matchers: the ModuleIndex the node belongs to (default: the region's)
     chain: tuple = ()  # region matchers: the calls from the region to the node's function
 
 
-def found(node, stmt=None, *, root_only: bool = False, module=None, chain=(), **args) -> Found:
-    return Found(node, stmt, args, root_only, module, tuple(chain))
+def found(node, stmt=None, *, on_input: str | None = None, module=None, chain=(), **args) -> Found:
+    return Found(node, stmt, args, on_input, module, tuple(chain))
 
 
 class Hazard(NamedTuple):
@@ -145,7 +145,7 @@ class Hazard(NamedTuple):
     code: str
     node: object
     args: dict
-    root_only: bool = False
+    on_input: str | None = None
     stmt: object = None
 
 

@@ -2362,3 +2362,30 @@ def test_reductions_of_values_of_unknown_type_are_tensors_unless_made_by_numpy()
     found = _codes(source)
     assert (5, "CG103") in found and (6, "CG201") in found
     assert not [c for c in found if c[0] == 14]  # a NumPy array's mean: host code, not a tensor read
+
+
+def test_an_input_mutated_through_a_view_or_by_a_helper_the_compiled_function_passes_it_to():
+    source = """
+        import torch
+
+        def _clip_(obs):
+            obs[:, 6:9].clamp_(-3.0, 3.0)
+            return obs
+
+        def _scale_(x, table):
+            table.mul_(2)
+            return x * table
+
+        @torch.compile(mode="reduce-overhead")
+        def step(obs, w):
+            obs = _clip_(obs)
+            t = torch.ones_like(w)
+            return _scale_(obs, t) @ w
+    """
+    # ``_clip_`` gets the compiled function's input; ``_scale_`` mutates a tensor made inside the function.
+    assert _codes(source) == [(4, "CG510")]
+    # A helper called only from plain code is nobody's input.
+    assert _codes(source.replace("@torch.compile(mode=\"reduce-overhead\")", "")) == []
+    # The view of the input, in the compiled function itself.
+    direct = source.replace("obs = _clip_(obs)", "obs[:, 0].sub_(1.0)")
+    assert _codes(direct) == [(13, "CG510")]

@@ -106,7 +106,7 @@ class Dispatch:
 
 
 def _hazards(code: str, found) -> list[Hazard]:
-    return [Hazard(code, fd.node, fd.args or {}, fd.root_only, fd.stmt) for fd in found
+    return [Hazard(code, fd.node, fd.args or {}, fd.on_input, fd.stmt) for fd in found
             if not _on_error_path(fd.node, fd.stmt)]
 
 

@@ -929,8 +929,9 @@ def _reset_between(sf, name: str, lo: int, hi: int) -> bool:
         "module buffer (static inputs may be mutated).",
         manual=None,
         compile="warning",
-        what="Checks for in-place methods (`x.add_()`, `x.copy_()`, ...) on the arguments of a function "
-        "compiled with `mode=\"reduce-overhead\"` or `\"max-autotune\"`.",
+        what="Checks for in-place methods (`x.add_()`, `x[:, 0].clamp_()`, ...) on the arguments of a function "
+        "compiled with `mode=\"reduce-overhead\"` or `\"max-autotune\"`, and on the parameters of the helpers "
+        "it hands those arguments to.",
         why="CUDA graph trees copy ordinary inputs into static buffers. An in-place update of such an "
         "input must be written back to the caller's tensor, so Inductor skips graphs for it and logs "
         "\"skipping cudagraphs due to mutated inputs\" (parameters and buffers are exempt).",
@@ -971,12 +972,15 @@ def compiled_input_item_store(item, f):
     target, stmt = item
     value = target.value
     if type(value) is ast.Name and value.id in f.params and f.infer(value) is not None:
-        yield found(stmt, stmt, root_only=True, what=f"{value.id}[...] = ...")
+        yield found(stmt, stmt, on_input=value.id, what=f"{value.id}[...] = ...")
 
 
 def _mutated_argument(c, f):
     m = c.meth
     if m is not None and m.endswith("_") and not m.startswith("_") and m != "requires_grad_":
         value = c.node.func.value
-        if type(value) is ast.Name and value.id in f.params:
-            yield found(c.node, c.stmt, root_only=True, what=f"{value.id}.{m}()")
+        viewed = value
+        while type(viewed) is ast.Subscript:  # ``obs[:, 6:9].clamp_()`` writes into ``obs``
+            viewed = viewed.value
+        if type(viewed) is ast.Name and viewed.id in f.params and viewed.id != f.self_name:
+            yield found(c.node, c.stmt, on_input=viewed.id, what=f"{text_of(value)}.{m}()")
