@@ -137,6 +137,8 @@ def invocations(region, ctx) -> list[Invocation]:
 def compiled_names(region) -> list[str]:
     """The expressions the compiled callable is called through: ``model``, ``self.model``, ``step``."""
     stmt = region.stmt
+    if region.set_as:
+        return list(region.set_as)
     if type(stmt) in FUNC_TYPES:  # @torch.compile(...) def step(...)
         return [] if region.roots and region.roots[0].cls is not None else [stmt.name]
     if type(stmt) is ast.Assign and stmt.value is region.node:
@@ -233,6 +235,8 @@ def _compute_invocations(region, ctx) -> list[Invocation]:
     names += _held_by_constructed(region, names)
     out = []
     for fref in _functions_mentioning(module, names, region):
+        if _other_class_options(region, fref, project):
+            continue
         seed_from_callers(fref, project)  # ``generate(model, ...)`` calls it: model's kind from main
         facts = facts_of(project, fref)
         local = set(names) | _aliases_of(facts, names)
@@ -242,6 +246,15 @@ def _compute_invocations(region, ctx) -> list[Invocation]:
                 loops = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= line <= lp.end_lineno]
                 out.append(Invocation(facts, call, loops))
     return out
+
+
+def _other_class_options(region, fref, project) -> bool:
+    """A method of a subclass whose own compile options leave CUDA graphs off (``compile_kwargs =
+    {"mode": "max-autotune-no-cudagraphs"}``) calls the compiled object without graphs."""
+    graphed = region.graphed_classes
+    if graphed is None or fref.cls is None or region.scope is None or region.scope.cls is None:
+        return False
+    return region.scope.cls in fref.cls.mro(project) and fref.cls.name not in graphed
 
 
 def _held_by_constructed(region, names: list[str]) -> list[str]:

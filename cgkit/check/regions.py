@@ -67,6 +67,10 @@ class Region:
         self.targets: list[ast.expr] = []  # callables passed to make_graphed_callables / compile
         self.reached: list = []  # (facts, (first, last line), chain) of each function the region runs, once walked
         self.passed: list = []  # callables that callers hand to this region's helper (cgkit.check.passed)
+        # compile options read from the object's class (``**self.compile_kwargs``): the classes whose
+        # options turn CUDA graphs on; None when the options do not depend on the class
+        self.graphed_classes: frozenset[str] | None = None
+        self.set_as: list[str] = []  # ``self.tag`` for ``setattr(self, "tag", torch.compile(self._tag))``
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "line": self.line, "name": self.name, "path": self.module.path}
@@ -330,6 +334,9 @@ class _Finder:
         seed_from_callers(scope, self.project)  # ``def __init__(self, model): self.model = torch.compile(model)``
         region = Region("torch.compile", self.module, node, stmt, _short(compile_call))
         region.scope = scope
+        region.graphed_classes = graphed_classes(compile_call, scope, self.project)
+        if region.graphed_classes == frozenset():
+            return  # no class of the file gives these options CUDA graphs
         region.ancestors = list(ancestors)
         if target is not None:
             region.targets = [target]
@@ -339,7 +346,26 @@ class _Finder:
             for root in region.roots if alias else ():
                 if alias != root.name:  # ``self.td_fn(obs, ...)`` calls ``_td_target`` under another name
                     seed_from_callers(root, self.project, called_as=alias)
+            set_names = self._set_as(stmt, node, scope)
+            if set_names and len(set_names) == len(region.roots):
+                region.set_as = [f"{scope.node.args.args[0].arg}.{name}" for name in set_names]
+                for root, name in zip(region.roots, set_names, strict=True):
+                    if name != root.name:
+                        seed_from_callers(root, self.project, called_as=name)
         self.regions.append(region)
+
+    def _set_as(self, stmt, node, scope: FuncRef) -> list[str]:
+        """``setattr(self, st, torch.compile(getattr(self, "_" + st)))`` over ``st`` in constant names: the
+        attribute names the compiled methods are set as (``self.tag(ids)`` then calls ``_tag`` compiled)."""
+        call = getattr(stmt, "value", None)
+        if type(stmt) is not ast.Expr or type(call) is not ast.Call or type(call.func) is not ast.Name or \
+                call.func.id != "setattr" or len(call.args) != 3 or call.args[2] is not node or scope.cls is None:
+            return []
+        owner = call.args[0]
+        if type(owner) is not ast.Name or type(scope.node) is ast.Module or not scope.node.args.args or \
+                owner.id != scope.node.args.args[0].arg:
+            return []
+        return constant_strings(facts_of(self.project, scope), call.args[1])
 
     def _decorated_with(self, scope: FuncRef, target) -> list[FuncRef]:
         """``def deco(fn): ... torch.compile(fn, ...)``, applied as ``@deco`` or ``@register("name", ...)`` (a
@@ -488,9 +514,13 @@ def constant_strings(facts, expr) -> list[str]:
     if type(expr) is ast.Name:
         for s in facts.stores:
             it = getattr(s.node, "iter", None)
-            if s.name == expr.id and s.loop_target and type(it) in (ast.Tuple, ast.List) and \
-                    all(type(e) is ast.Constant and isinstance(e.value, str) for e in it.elts):
-                return [e.value for e in it.elts]
+            if s.name == expr.id and s.loop_target:
+                if type(it) is ast.Attribute and type(it.value) is ast.Name and it.value.id == facts.self_name \
+                        and facts.cls is not None:  # ``for st in self.stages`` with ``stages = ("tag", ...)``
+                    it = next((v for c in facts.cls.mro(facts.project) for v in [c.field(it.attr)] if v is not None), None)
+                if type(it) in (ast.Tuple, ast.List) and \
+                        all(type(e) is ast.Constant and isinstance(e.value, str) for e in it.elts):
+                    return [e.value for e in it.elts]
         if expr.id in facts.params and not any(s.name == expr.id for s in facts.stores):
             return _strings_passed(facts.fref, expr.id, facts.project)
     return []
@@ -690,16 +720,21 @@ def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
     ``CG = {"triton.cudagraphs": True}`` there."""
     keywords = list(call.keywords)
     for kw in call.keywords:
+        if kw.arg is None and type(kw.value) is ast.Attribute and scope is not None:
+            # ``**self.compile_kwargs``: a class-body dict of the file (one subclass may turn graphs on)
+            if any(_cudagraph_mode(ast.Call(func=call.func, args=[], keywords=_as_keywords(d)))
+                   for d in map(_as_dict, _field_values(kw.value.attr, scope)) if d is not None):
+                return True
         spread = _spread_dict(kw.value, scope) if kw.arg is None and scope is not None else None
         if spread is not None:
-            keywords += [ast.keyword(arg=key.value, value=val) for key, val in zip(spread.keys, spread.values, strict=True)
-                         if type(key) is ast.Constant and isinstance(key.value, str)]
+            keywords += _as_keywords(spread)
     for kw in keywords:
         value = kw.value
         if kw.arg == "mode" and type(value) is ast.Name and scope is not None:
             value = _constant_of(value.id, scope) or value
         if kw.arg == "mode" and type(value) is ast.Attribute and scope is not None:  # ``mode=cfg.compile_mode``
-            value = _field_default(value.attr, scope) or value
+            if any(type(v) is ast.Constant and v.value in _CUDAGRAPH_MODES for v in _field_values(value.attr, scope)):
+                return True
         if kw.arg == "mode" and type(value) is ast.Constant and value.value in _CUDAGRAPH_MODES:
             return True
         if kw.arg == "backend" and type(value) is ast.Constant and value.value == "cudagraphs":
@@ -711,6 +746,35 @@ def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
                 if type(key) is ast.Constant and key.value == "triton.cudagraphs" and type(val) is ast.Constant and val.value is True:
                     return True
     return False
+
+
+def graphed_classes(call: ast.Call, scope: FuncRef, project: Project) -> frozenset[str] | None:
+    """For compile options the object's class gives (``**self.compile_kwargs``, ``mode=self.compile_mode``,
+    set in the class body and overridden by subclasses): the compiling class and those of its subclasses
+    in the file whose options turn CUDA graphs on. None when the options do not come from the class."""
+    node = scope.node
+    if scope.cls is None or type(node) is ast.Module or not node.args.args:
+        return None
+    self_name = node.args.args[0].arg
+    from_class = [kw for kw in call.keywords if (kw.arg is None or kw.arg == "mode") and type(kw.value) is ast.Attribute
+                  and type(kw.value.value) is ast.Name and kw.value.value.id == self_name]
+    if not from_class:
+        return None
+    out = set()
+    for cls in scope.module.classes.values():
+        mro = list(cls.mro(project))
+        if scope.cls not in mro:
+            continue
+        keywords = [kw for kw in call.keywords if kw not in from_class]
+        for kw in from_class:
+            value = next((v for c in mro for v in [c.field(kw.value.attr)] if v is not None), None)
+            if kw.arg is None and _as_dict(value) is not None:
+                keywords += _as_keywords(_as_dict(value))
+            elif kw.arg == "mode" and value is not None:
+                keywords.append(ast.keyword(arg="mode", value=value))
+        if _cudagraph_mode(ast.Call(func=call.func, args=call.args, keywords=keywords), scope):
+            out.add(cls.name)
+    return frozenset(out)
 
 
 def _spread_dict(expr, scope: FuncRef, depth: int = 0) -> ast.Dict | None:
@@ -804,11 +868,15 @@ def _returning(module, name: str) -> list:
     return out
 
 
-def _field_default(attr: str, scope: FuncRef):
-    """The constant a settings object's field defaults to (``mode: str = "max-autotune"`` in a dataclass
-    of the file), when the file's classes that have such a field agree on one."""
-    values = [v for cls in scope.module.classes.values() for v in [cls.field(attr)] if type(v) is ast.Constant]
-    return values[0] if values and len({v.value for v in values}) == 1 else None
+def _field_values(attr: str, scope: FuncRef) -> list:
+    """The values the file's classes give a field in their bodies (``mode: str = "max-autotune"`` in a
+    dataclass of settings, ``compile_opts = {"mode": ...}`` in a subclass): the object may be any of them."""
+    return [v for cls in scope.module.classes.values() for v in [cls.field(attr)] if v is not None]
+
+
+def _as_keywords(options: ast.Dict) -> list[ast.keyword]:
+    return [ast.keyword(arg=key.value, value=val) for key, val in zip(options.keys, options.values, strict=True)
+            if type(key) is ast.Constant and isinstance(key.value, str)]
 
 
 def _as_dict(value) -> ast.Dict | None:

@@ -2389,3 +2389,72 @@ def test_an_input_mutated_through_a_view_or_by_a_helper_the_compiled_function_pa
     # The view of the input, in the compiled function itself.
     direct = source.replace("obs = _clip_(obs)", "obs[:, 0].sub_(1.0)")
     assert _codes(direct) == [(13, "CG510")]
+
+
+def test_compile_options_from_the_class_body_follow_the_subclass_that_sets_them():
+    source = """
+        import torch
+
+        class Screen:
+            compile_kwargs = {}
+
+            def __init__(self, net):
+                self.net = torch.compile(net, **self.compile_kwargs)
+                self.triage = torch.compile(self._triage, **self.compile_kwargs)
+
+            def _triage(self, scores):
+                print("peak", scores.max())
+                return scores
+
+        class Realtime(Screen):
+            compile_kwargs = {"mode": "reduce-overhead"}
+
+            def serve(self, batches):
+                outs = []
+                for x in batches:
+                    outs.append(self.net(x))
+                return outs
+
+        class Nightly(Screen):
+            compile_kwargs = {"mode": "max-autotune-no-cudagraphs"}
+
+            def serve(self, batches):
+                outs = []
+                for x in batches:
+                    outs.append(self.net(x))
+                return outs
+    """
+    # The realtime subclass graphs: its kept outputs and the compiled method's print are found; the
+    # nightly twin, whose options leave graphs off, keeps its outputs safely.
+    assert _codes(source) == [(11, "CG106"), (20, "CG407")]
+    # No class of the file turns graphs on: no region at all.
+    assert _codes(source.replace('{"mode": "reduce-overhead"}', '{"dynamic": True}')) == []
+
+
+def test_methods_compiled_by_name_in_a_setattr_loop_are_regions_called_by_their_new_names():
+    source = """
+        import torch
+
+        class Pipeline:
+            stages = ("tag", "score")
+
+            def __init__(self, model):
+                self.model = model
+                for st in self.stages:
+                    setattr(self, st, torch.compile(getattr(self, "_" + st), mode="max-autotune"))
+
+            def _tag(self, ids):
+                conf = self.model(ids).softmax(-1)
+                if (conf < 0.5).all():
+                    conf = conf * 0
+                return conf
+
+            def _score(self, ids):
+                return self.model(ids).sum(-1)
+
+            def run(self, ids):
+                conf = self.tag(ids)
+                s = self.score(ids)
+                return conf < 0.6, s
+    """
+    assert _codes(source) == [(13, "CG201"), (23, "CG407")]
