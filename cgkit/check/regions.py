@@ -447,6 +447,9 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
         kind = kind_at(facts, name, line)
         # ``global f; f = torch.compile(f)`` compiles the module's function ``f``.
         stored_before = any(s.name == name and s.node.lineno < line for s in facts.stores)
+        registry = _registry_iterated(facts, name)
+        if registry is not None:  # ``for name, fn in STAGES.items(): torch.compile(fn)``
+            return registry_members(facts.module, registry, project)
         if kind is None and name not in facts.params and (name in facts.global_names or not stored_before):
             target = facts.module.resolve_expr(expr, project, facts.local_imports)
             if isinstance(target, FuncRef):
@@ -481,6 +484,8 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
         if not found and inner is not expr:  # ``encoder.cuda()``, ``model.eval()``: the module itself
             return resolve_callable(facts, inner, line, project, _depth + 1)
         return found
+    if t is ast.Subscript and type(expr.value) is ast.Name and _top_level_bound(facts.module, expr.value.id):
+        return registry_members(facts.module, expr.value.id, project)  # ``torch.compile(REGISTRY[name])``
     if t is ast.Lambda:  # ``lambda h, s: edge_scores(h, s, cfg)``, ``lambda ids: model(ids).argmax(-1)``
         found = []
         for call in ast.walk(expr.body):
@@ -488,6 +493,62 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
                 found += [f for f in resolve_callable(facts, call.func, line, project, _depth + 1) if f not in found]
         return found
     return []
+
+
+def _registry_iterated(facts, name: str) -> str | None:
+    """The module-level dict whose functions a loop variable takes: ``fn`` in ``for name, fn in
+    STAGES.items()`` or ``for fn in STAGES.values()``."""
+    for s in facts.stores:
+        it = getattr(s.node, "iter", None)
+        if s.name != name or not s.loop_target or type(it) is not ast.Call or type(it.func) is not ast.Attribute:
+            continue
+        owner = it.func.value
+        if type(owner) is not ast.Name or not _top_level_bound(facts.module, owner.id):
+            return None
+        target = s.node.target
+        if it.func.attr == "values" and type(target) is ast.Name:
+            return owner.id
+        if it.func.attr == "items" and type(target) is ast.Tuple and len(target.elts) == 2 and \
+                type(target.elts[1]) is ast.Name and target.elts[1].id == name:
+            return owner.id
+    return None
+
+
+def _top_level_bound(module: ModuleIndex, name: str) -> bool:
+    """Whether the module's top level assigns ``name`` (``STAGES = {}``, ``STAGES, COMPILED = {}, {}``)."""
+    for stmt in module.tree.body:
+        targets = stmt.targets if type(stmt) is ast.Assign else [stmt.target] if type(stmt) is ast.AnnAssign else []
+        for t in targets:
+            if any(type(n) is ast.Name and n.id == name for n in ([t] if type(t) is ast.Name else getattr(t, "elts", []))):
+                return True
+    return False
+
+
+def registry_members(module: ModuleIndex, registry: str, project: Project) -> list[FuncRef]:
+    """The functions of the file a module-level dict holds: those a registering decorator stores in it
+    (``def register(name): def deco(fn): REGISTRY[name] = fn``), those stored by name at the top level
+    (``REGISTRY["fridge"] = fridge``), and those of its literal (``{"fridge": fridge}``)."""
+    names: set[str] = set()
+    registering: set[str] = set()
+    for fn in ast.walk(module.tree):
+        if type(fn) not in FUNC_TYPES:
+            continue
+        params = {a.arg for a in fn.args.args}
+        for node in ast.walk(fn):
+            if type(node) is ast.Assign and type(node.value) is ast.Name and node.value.id in params and any(
+                    type(t) is ast.Subscript and type(t.value) is ast.Name and t.value.id == registry for t in node.targets):
+                registering.add(fn.name)
+                registering.update(outer.name for outer in enclosing_functions(module, fn))
+    for value in bound_values(module.tree.body, registry):
+        if type(value) is ast.Dict:
+            names.update(v.id for v in value.values if type(v) is ast.Name)
+    for stmt in module.tree.body:
+        if type(stmt) is ast.Assign and type(stmt.value) is ast.Name and any(
+                type(t) is ast.Subscript and type(t.value) is ast.Name and t.value.id == registry for t in stmt.targets):
+            names.add(stmt.value.id)
+    out = [fref for fref, _dec in decorated_by(module, registering) if fref.cls is None] if registering else []
+    out += [FuncRef(module, module.defs[n], None, n) for n in sorted(names) if n in module.defs]
+    return out
 
 
 def _getattr_methods(facts, call, line: int, project: Project, depth: int) -> list[FuncRef]:

@@ -2458,3 +2458,38 @@ def test_methods_compiled_by_name_in_a_setattr_loop_are_regions_called_by_their_
                 return conf < 0.6, s
     """
     assert _codes(source) == [(13, "CG201"), (23, "CG407")]
+
+
+def test_functions_of_a_registry_compiled_in_a_loop_are_regions():
+    source = """
+        import torch
+
+        STAGES, COMPILED = {}, {}
+
+        def register(name):
+            def deco(fn):
+                STAGES[name] = fn
+                return fn
+            return deco
+
+        @register("events")
+        def events(p):
+            return (p > 1.0).nonzero().tolist()
+
+        def helper(p):
+            return p.tolist()
+
+        def compile_all(**kw):
+            for name, fn in STAGES.items():
+                COMPILED[name] = torch.compile(fn, **kw)
+
+        compile_all(backend="cudagraphs")
+    """
+    assert _codes(source) == [(13, "CG102"), (13, "CG202")]
+    # The same registry compiled by subscript, in place.
+    in_place = source.replace("for name, fn in STAGES.items():\n        COMPILED[name] = torch.compile(fn, **kw)",
+                              "for name in list(STAGES):\n        STAGES[name] = torch.compile(STAGES[name], **kw)")
+    assert in_place != source
+    assert _codes(in_place) == [(13, "CG102"), (13, "CG202")]
+    # Compiled without CUDA graphs: nothing.
+    assert _codes(source.replace('backend="cudagraphs"', 'backend="inductor"')) == []
