@@ -2487,8 +2487,8 @@ def test_functions_of_a_registry_compiled_in_a_loop_are_regions():
     """
     assert _codes(source) == [(13, "CG102"), (13, "CG202")]
     # The same registry compiled by subscript, in place.
-    in_place = source.replace("for name, fn in STAGES.items():\n        COMPILED[name] = torch.compile(fn, **kw)",
-                              "for name in list(STAGES):\n        STAGES[name] = torch.compile(STAGES[name], **kw)")
+    in_place = source.replace("for name, fn in STAGES.items():", "for name in list(STAGES):").replace(
+        "COMPILED[name] = torch.compile(fn, **kw)", "STAGES[name] = torch.compile(STAGES[name], **kw)")
     assert in_place != source
     assert _codes(in_place) == [(13, "CG102"), (13, "CG202")]
     # Compiled without CUDA graphs: nothing.
