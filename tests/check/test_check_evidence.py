@@ -2493,3 +2493,40 @@ def test_functions_of_a_registry_compiled_in_a_loop_are_regions():
     assert _codes(in_place) == [(13, "CG102"), (13, "CG202")]
     # Compiled without CUDA graphs: nothing.
     assert _codes(source.replace('backend="cudagraphs"', 'backend="inductor"')) == []
+
+
+def test_a_cold_capture_through_a_context_manager_helper_is_reported_at_the_helpers_graph():
+    source = """
+        import contextlib
+        import torch
+
+        @contextlib.contextmanager
+        def capture(pool=None):
+            g = torch.cuda.CUDAGraph()
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                with torch.cuda.graph(g, pool=pool, stream=s):
+                    yield g
+            torch.cuda.current_stream().wait_stream(s)
+
+        class Runner:
+            def __init__(self, model: torch.nn.Module):
+                self.model = model
+                self.x = torch.zeros(8, 16, device="cuda")
+
+            def build(self):
+                with capture() as g:
+                    self.y = self.model(self.x)
+                self.graph = g
+    """
+    # Entering the side stream only to capture on it warms nothing up.
+    findings = [f for f in check_source(textwrap.dedent(source).lstrip("\n"), "x.py").findings if f.code == "CG508"]
+    assert [(f.line, f.code) for f in findings] == [(10, "CG508")]
+    assert "x.py:20" in findings[0].message
+    # A helper that runs the block's work on the side stream before capturing is a warm-up.
+    warmed = source.replace("def capture(pool=None):", "def capture(warmup, pool=None):").replace(
+        "with torch.cuda.stream(s):\n                with", "with torch.cuda.stream(s):\n                warmup()\n                with"
+    ).replace("with capture() as g:", "with capture(lambda: self.model(self.x)) as g:")
+    assert "warmup()" in warmed and "capture(lambda" in warmed
+    assert _codes(warmed, select=["CG508"]) == []

@@ -715,7 +715,31 @@ def capture_without_warmup(region, ctx):
                     needs = needs or f"`{name}(...)`"
     if needs and not _warmed_up(sf, rs, ctx, opener=region.node, captured=(rs, end)) \
             and not _callers_warm_up(region, ctx):
-        yield found(region.node, what=needs)
+        helper_capture = _helper_capture(sf, region.node, ctx)
+        if helper_capture is None:
+            yield found(region.node, what=needs)
+        else:  # ``with graph_capture() as g: ...``: the helper's ``torch.cuda.graph`` captures it
+            module, call = helper_capture
+            yield found(call, module=module, what=f"{needs} (the `with` block at {sf.module.path}:{rs})")
+
+
+def _helper_capture(facts, opener, ctx):
+    """``(module, call)`` of the ``torch.cuda.graph(...)`` that a context-manager helper opens around its
+    ``yield``, when ``opener`` calls such a helper; None otherwise."""
+    call = next((c for c in facts.calls if c.node is opener), None)
+    if call is None:
+        return None
+    for target in ctx.resolve(facts, call):
+        if type(target.node) is ast.Module:
+            continue
+        for node in ast.walk(target.node):
+            if type(node) not in (ast.With, ast.AsyncWith) or not any(type(n) is ast.Yield for n in ast.walk(node)):
+                continue
+            for item in node.items:
+                expr = item.context_expr
+                if type(expr) is ast.Call and target.module.qual(expr.func) == "torch.cuda.graph":
+                    return target.module, expr
+    return None
 
 
 @RULES.also("CG508", Region())
@@ -821,9 +845,20 @@ def _warmed_up(sf, before_line: int, ctx, opener=None, captured=None) -> bool:
         own = c.meth is None or (type(c.node.func.value) is ast.Name and c.node.func.value.id == sf.self_name)
         if c.node is opener or (earlier(c.node.lineno) and c.node.lineno != before_line and own):
             for target in ctx.resolve(sf, c):
-                if facts_of(ctx.project, target).stream_withs:
+                if any(_runs_before_yield(w) for w, _ in facts_of(ctx.project, target).stream_withs):
                     return True
     return False
+
+
+def _runs_before_yield(stream_with) -> bool:
+    """A side-stream block that runs something before it hands over: not a helper's ``with
+    torch.cuda.stream(s): with torch.cuda.graph(g): yield g``, which only captures on that stream."""
+    for stmt in stream_with.body:
+        if any(type(n) in (ast.Yield, ast.YieldFrom) for n in ast.walk(stmt)):
+            return False
+        if type(stmt) is not ast.Pass:
+            return True
+    return True
 
 
 @RULES.rule(
