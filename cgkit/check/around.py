@@ -453,12 +453,31 @@ def _below_capture_calls(facts, region) -> int | None:
     scope = region.scope
     if scope is None or facts.fref.key == scope.key:
         return None if scope is not None else 0
-    calls = [c.node for c in facts.calls if c.meth == scope.name or (type(c.node.func) is ast.Name and c.node.func.id == scope.name)]
+    names = {scope.name} | _capturing_constructors(region)
+    calls = [c.node for c in facts.calls if c.meth == scope.name or (type(c.node.func) is ast.Name and c.node.func.id in names)]
     if not calls:
         return 0
     if any(lp.lineno <= call.lineno <= lp.end_lineno for call in calls for lp in facts.loops):
         return None
     return max(call.end_lineno for call in calls)
+
+
+def _capturing_constructors(region) -> set[str]:
+    """The classes of the file whose construction captures: ``EraserRunner(model)`` when its
+    ``__init__`` is the capturing function or calls it on ``self``."""
+    scope = region.scope
+    cls = scope.cls if scope is not None else None
+    if cls is None:
+        return set()
+    init = cls.methods.get("__init__")
+    if init is None:
+        return set()
+    if init is not scope.node and not any(
+            type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr == scope.name
+            and type(n.func.value) is ast.Name and init.args.args and n.func.value.id == init.args.args[0].arg
+            for n in ast.walk(init)):
+        return set()
+    return {cls.name}
 
 
 def configured_here(facts, owner, stmt, region) -> bool:
@@ -485,7 +504,7 @@ def _returned_by_capture(store, region) -> bool:
     value = getattr(store.node, "value", None)
     scope = region.scope
     return scope is not None and type(value) is ast.Call and (
-        (type(value.func) is ast.Name and value.func.id == scope.name)
+        (type(value.func) is ast.Name and value.func.id in {scope.name} | _capturing_constructors(region))
         or (type(value.func) is ast.Attribute and value.func.attr == scope.name))
 
 
@@ -518,11 +537,13 @@ def lines_after_capture(fref, region, ctx) -> int | None:
 def _lines_after_capture(fref, region, ctx) -> int | None:
     reached = {facts.fref.key for facts, _span, _chain in region.reached}
     setup = {r.scope.key: r.stmt.end_lineno for r in ctx.regions if r.scope is not None}
-    if type(fref.node) is ast.Module or fref.key in reached or fref.key in setup or fref.name in _CONSTRUCTION:
+    if fref.key in reached or fref.key in setup or fref.name in _CONSTRUCTION:
         return None
     after = _below_capture_calls(facts_of(ctx.project, fref), region)
     if after is None:
         return None
+    if type(fref.node) is ast.Module:  # the script's own code: only below the line that captures
+        return after or None
     callers = list(call_sites(ctx.project, fref.name, fref))
     if not callers:
         return None if fref.name.startswith("_") else after
@@ -1024,7 +1045,7 @@ def reads_in_region(region, ctx) -> list[Read]:
             if lo <= node.lineno <= hi and id(node) not in failing:
                 kind = facts.infer(node.value)
                 cls = instance_class(facts, kind)
-                if cls is None and kind is None and type(node.value) is ast.Name:
+                if cls is None and kind is None and type(node.value) in (ast.Name, ast.Attribute):
                     cls = only_class_setting(facts.module, node.attr, ctx)  # ``model.margin``, model untyped
                 if cls is not None:
                     out.append(Read(("attr", node.attr), facts.module, node, cls, facts, chain))

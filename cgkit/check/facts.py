@@ -772,11 +772,17 @@ def _h_name(f: Facts, n) -> None:
 
 
 def _h_attribute(f: Facts, n) -> None:
-    if type(n.ctx) is ast.Load and type(n.value) is ast.Name:
-        if n.value.id == f.self_name:
+    if type(n.ctx) is not ast.Load:
+        return
+    value = n.value
+    if type(value) is ast.Name:
+        if value.id == f.self_name:
             f.self_loads.append(n)
         else:
             f.attr_loads.append(n)
+    elif type(value) is ast.Attribute and type(value.value) is ast.Name and value.value.id == f.self_name \
+            and f.self_name is not None:
+        f.attr_loads.append(n)  # ``self.cfg.gain``: a setting of an object the instance holds
 
 
 def _h_delete(f: Facts, n) -> None:

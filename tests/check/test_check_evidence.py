@@ -2530,3 +2530,43 @@ def test_a_cold_capture_through_a_context_manager_helper_is_reported_at_the_help
     ).replace("with capture() as g:", "with capture(lambda: self.model(self.x)) as g:")
     assert "warmup()" in warmed and "capture(lambda" in warmed
     assert _codes(warmed, select=["CG508"]) == []
+
+
+def test_a_setting_of_a_held_object_or_one_the_script_changes_after_construction_captured():
+    source = """
+        import torch
+
+        class Limits:
+            def __init__(self, penalty=0.02):
+                self.penalty = penalty
+
+        class Runner:
+            def __init__(self, limits):
+                self.limits = limits
+                self.feather = 4
+                self.x = torch.zeros(8, device="cuda")
+                self._capture()
+
+            def _fill(self):
+                return self.x * self.feather - self.limits.penalty
+
+            def _capture(self):
+                self.g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.g):
+                    self.out = self._fill()
+
+            def set_limits(self, penalty: float):
+                self.limits.penalty = penalty
+
+        if __name__ == "__main__":
+            runner = Runner(Limits())
+            runner.feather = 8
+            runner.g.replay()
+    """
+    # ``feather`` changed by the script after the constructor captured; ``penalty`` by a setter method.
+    assert _codes(source, select=["CG404"]) == [(15, "CG404"), (15, "CG404")]
+    # Set before the object (and its graph) exists: nothing to report.
+    before = source.replace("runner = Runner(Limits())\n            runner.feather = 8",
+                            "Runner.feather = 8\n            runner = Runner(Limits())")
+    assert before != source
+    assert _codes(before.replace("self.limits.penalty = penalty", "pass"), select=["CG404"]) == []

@@ -613,7 +613,10 @@ def python_scalar(region, ctx):
     project = ctx.project
     if changes:
         reported = set()
-        for read in near.reads_in_region(region, ctx):
+        # A value is reported once, where its owner reads it (``self.step`` in the model) rather than
+        # where another object reaches into it (``self.model.step`` in the runner).
+        reads = sorted(near.reads_in_region(region, ctx), key=lambda r: not _read_on_self(r))
+        for read in reads:
             key = read.key
             writes = changes.get(key)
             if not writes:
@@ -647,6 +650,11 @@ def python_scalar(region, ctx):
                 if type(ann) is ast.Name and ann.id in _SCALAR_ANNOTATIONS:
                     yield found(facts.param_nodes[name], module=root.module, what=name,
                                 detail=" (a Python-number parameter of the captured function)")
+
+
+def _read_on_self(read) -> bool:
+    value = getattr(read.node, "value", None)
+    return read.facts is not None and type(value) is ast.Name and value.id == read.facts.self_name
 
 
 def _tensor_read(read, project) -> bool:
