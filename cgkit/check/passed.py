@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from cgkit.check.callers import argument_for, call_sites, functions_of, source_of
 from cgkit.check.facts import facts_of
-from cgkit.check.names import dotted
+from cgkit.check.names import bound_values, dotted
 from cgkit.check.project import FuncRef
 from cgkit.check.regions import decorated_by, enclosing_functions, resolve_callable
 
@@ -251,17 +251,40 @@ def _literal_choices(facts, arg) -> list:
         return []
     out = []
     for loop in facts.loops:
-        if type(loop) is ast.While or type(loop.iter) not in (ast.Tuple, ast.List):
+        if type(loop) is ast.While:
+            continue
+        elts = _iterated_literal(facts, loop.iter)
+        if elts is None:
             continue
         target = loop.target
         if type(target) is ast.Name and target.id == arg.id:
-            out.extend(loop.iter.elts)
+            out.extend(elts)
         elif type(target) is ast.Tuple:
             names = [t.id if type(t) is ast.Name else None for t in target.elts]
             if arg.id in names:
                 index = names.index(arg.id)
-                out.extend(e.elts[index] for e in loop.iter.elts if type(e) in (ast.Tuple, ast.List) and len(e.elts) > index)
+                out.extend(e.elts[index] for e in elts if type(e) in (ast.Tuple, ast.List) and len(e.elts) > index)
     return out
+
+
+def _iterated_literal(facts, it) -> list | None:
+    """The elements a loop takes from a literal: ``(("a", f), ...)`` written in place or bound to a name,
+    or a dict literal's ``.items()`` (as key-value pairs) or ``.values()``
+    (``cases = {"netvlad": partial(netvlad, ...)}; for name, case in cases.items()``)."""
+    method = None
+    if type(it) is ast.Call and type(it.func) is ast.Attribute and it.func.attr in ("items", "values") and not it.args:
+        method, it = it.func.attr, it.func.value
+    if type(it) is ast.Name:
+        body = facts.fref.node.body if type(facts.fref.node) is not ast.Module else []
+        bound = bound_values(body, it.id) or bound_values(facts.module.tree.body, it.id)
+        it = bound[-1] if bound else None
+    if method is None:
+        return list(it.elts) if type(it) in (ast.Tuple, ast.List) else None
+    if type(it) is not ast.Dict or any(k is None for k in it.keys):
+        return None
+    if method == "values":
+        return list(it.values)
+    return [ast.Tuple(elts=[k, v], ctx=ast.Load()) for k, v in zip(it.keys, it.values, strict=True)]
 
 
 def _resolve(project, caller: FuncRef, call, arg, helper: str, slot: str, helper_warms: bool) -> list[Passed]:

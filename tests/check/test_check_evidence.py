@@ -2570,3 +2570,38 @@ def test_a_setting_of_a_held_object_or_one_the_script_changes_after_construction
                             "Runner.feather = 8\n            runner = Runner(Limits())")
     assert before != source
     assert _codes(before.replace("self.limits.penalty = penalty", "pass"), select=["CG404"]) == []
+
+
+def test_callables_handed_to_a_capture_helper_from_a_dict_of_cases_are_followed():
+    source = """
+        import functools
+        import torch
+
+        SHORTLIST = list(range(0, 200, 20))
+
+        def bench_graphed(fn, warmup=3):
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(warmup):
+                    fn()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                fn()
+            return g
+
+        def rerank(query, db):
+            ids = torch.tensor(SHORTLIST, device="cuda")
+            return query @ db[ids].t()
+
+        def scale(query):
+            return query * 2
+
+        def main(query, db):
+            cases = {"rerank": functools.partial(rerank, query, db), "scale": functools.partial(scale, query)}
+            for name, case in cases.items():
+                bench_graphed(case)
+    """
+    assert _codes(source) == [(19, "CG301")]
+    assert _codes(source.replace("for name, case in cases.items():", "for case in cases.values():")) == [(19, "CG301")]
