@@ -118,18 +118,19 @@ def _compile_partials(module) -> dict[str, ast.Call]:
     return out
 
 
-_WITH_CALL = re.compile(r"\bwith\s+(\w+)\(")
+_WITH_ITEMS = re.compile(r"\bwith\s+([^:\n]*)")  # the items of a with statement (its first line)
+_ITEM_CALL = re.compile(r"(?:^|,)\s*(\w+)\(")  # ``no_grad(), graph_capture(...)``: each item's callee
 
 
 def _context_aliases(text: str, module) -> list[str]:
-    """Names a ``with NAME(...)`` enters that may be a graph context: bound to one somewhere
+    """Names a ``with NAME(...)`` (or ``with a(), NAME(...)``) enters that may be a graph context: bound to one somewhere
     (``graph_ctx = torch.cuda.graph``, ``ctx = self.device_module.graph``), named like one, or a
     function of this file (a factory or a context manager around a capture). Candidates only:
     _Finder._graph_context decides."""
     out = []
     if "with " not in text or "graph" not in text:
         return out
-    for name in {m.group(1) for m in _WITH_CALL.finditer(text)}:
+    for name in {n for m in _WITH_ITEMS.finditer(text) for n in _ITEM_CALL.findall(m.group(1))}:
         if name in _WORDS:
             continue
         if "graph" in name.lower() or name in module.defs \

@@ -2530,6 +2530,10 @@ def test_a_cold_capture_through_a_context_manager_helper_is_reported_at_the_help
     ).replace("with capture() as g:", "with capture(lambda: self.model(self.x)) as g:")
     assert "warmup()" in warmed and "capture(lambda" in warmed
     assert _codes(warmed, select=["CG508"]) == []
+    # The helper entered as the second item of a with statement is a capture all the same.
+    second = source.replace("with capture() as g:", "with torch.no_grad(), capture() as g:")
+    assert second != source
+    assert _codes(second, select=["CG508"]) == [(10, "CG508")]
 
 
 def test_a_setting_of_a_held_object_or_one_the_script_changes_after_construction_captured():
