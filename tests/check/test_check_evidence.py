@@ -2609,3 +2609,31 @@ def test_callables_handed_to_a_capture_helper_from_a_dict_of_cases_are_followed(
     """
     assert _codes(source) == [(19, "CG301")]
     assert _codes(source.replace("for name, case in cases.items():", "for case in cases.values():")) == [(19, "CG301")]
+
+
+def test_a_generator_parameter_is_judged_by_what_the_callers_pass():
+    source = """
+        import torch
+
+        def crop(batch, gen):
+            return torch.rand(batch, 3, device="cuda", generator=gen)
+
+        class Augment:
+            def __init__(self):
+                self.crop_gen = torch.Generator(device="cuda")
+                self.x = torch.zeros(8, 3, device="cuda")
+
+            def _run(self):
+                return self.x + crop(8, self.crop_gen)
+
+            def capture(self):
+                self._run()
+                g = torch.cuda.CUDAGraph()
+                g.register_generator_state(self.crop_gen)
+                with torch.cuda.graph(g):
+                    self.out = self._run()
+    """
+    assert _codes(source, select=["CG409"]) == []
+    # The caller passes a generator no graph registers.
+    other = source.replace("crop(8, self.crop_gen)", "crop(8, self.other_gen)")
+    assert _codes(other, select=["CG409"]) == [(4, "CG409")]

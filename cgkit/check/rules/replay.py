@@ -1809,8 +1809,26 @@ def unregistered_generator(c, f):
     gen = c.kwarg("generator")
     if gen is not None and not (type(gen) is ast.Constant and gen.value is None):
         registered = _registered_generators(f.module)
-        if "*" not in registered and _generator_name(f, gen) not in registered:
+        if "*" in registered:
+            return
+        if type(gen) is ast.Name and gen.id in f.params and not any(s.name == gen.id for s in f.stores):
+            passed = _generators_passed(f, gen.id)  # ``def rrc_theta(batch, gen)``: what its callers pass
+            if any(name is not None and name not in registered for name in passed):
+                yield found(c.node, c.stmt, what=text_of(gen))
+        elif _generator_name(f, gen) not in registered:
             yield found(c.node, c.stmt, what=text_of(gen))
+
+
+def _generators_passed(facts, param: str) -> list:
+    """The last names of the generators the file's callers pass for ``param`` (None for one the checker
+    cannot name)."""
+    fref = facts.fref
+    out = []
+    for caller, call in callers.call_sites(facts.project, fref.name, fref):
+        arg = callers.argument_for(call, fref.positional_params, param)
+        if arg is not None:
+            out.append(_generator_name(facts_of(facts.project, caller), arg))
+    return out
 
 
 def _registered_generators(module) -> set:
