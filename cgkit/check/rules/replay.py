@@ -1814,9 +1814,9 @@ def unregistered_generator(c, f):
         if type(gen) is ast.Name and gen.id in f.params and not any(s.name == gen.id for s in f.stores):
             passed = _generators_passed(f, gen.id)  # ``def rrc_theta(batch, gen)``: what its callers pass
             if any(name is not None and name not in registered for name in passed):
-                yield found(c.node, c.stmt, what=text_of(gen))
+                yield found(gen, c.stmt, what=text_of(gen))
         elif _generator_name(f, gen) not in registered:
-            yield found(c.node, c.stmt, what=text_of(gen))
+            yield found(gen, c.stmt, what=text_of(gen))  # at the argument: the call may span lines
 
 
 def _generators_passed(facts, param: str) -> list:
