@@ -2637,3 +2637,34 @@ def test_a_generator_parameter_is_judged_by_what_the_callers_pass():
     # The caller passes a generator no graph registers.
     other = source.replace("crop(8, self.crop_gen)", "crop(8, self.other_gen)")
     assert _codes(other, select=["CG409"]) == [(4, "CG409")]
+
+
+def test_hooks_from_the_constructor_an_enumerate_loop_or_a_named_tuple_reach_the_graphing_call():
+    source = """
+        import torch
+
+        def check(m, args):
+            pass
+
+        class Model:
+            def __init__(self):
+                self.blocks = [torch.nn.Linear(8, 8).cuda() for _ in range(2)]
+                self.head = torch.nn.Linear(8, 8).cuda()
+                for blk in self.blocks:
+                    blk.register_forward_pre_hook(check)
+
+            def graph(self, x):
+                modules = (*self.blocks, self.head)
+                return torch.cuda.make_graphed_callables(modules, ((x,), (x,), (x,)))
+    """
+    assert _codes(source, select=["CG503"]) == [(11, "CG503"), (15, "CG503")]
+    # The same hooks put on in the graphing function, in a loop over ``enumerate``.
+    local = source.replace("""                for blk in self.blocks:
+                    blk.register_forward_pre_hook(check)
+""", "").replace("""                modules = (*self.blocks, self.head)
+""", """                for i, blk in enumerate(self.blocks):
+                    blk.register_forward_pre_hook(check)
+                modules = tuple(self.blocks)
+""")
+    assert "enumerate" in local and "self.blocks:" not in local
+    assert _codes(local, select=["CG503"]) == [(13, "CG503"), (15, "CG503")]

@@ -8,6 +8,7 @@ from cgkit.check.around import bound_from, returned_positions
 from cgkit.check.callers import argument_for, call_sites
 from cgkit.check.facts import class_attrs, facts_of, is_callable_module, module_facts
 from cgkit.check.model import Rule
+from cgkit.check.names import bound_values
 from cgkit.check.project import FuncRef
 from cgkit.check.rules._base import Calls, Each, Family, Region, code, found, is_false, is_true, text_of
 
@@ -215,14 +216,30 @@ def hooks_before_graphing(region, ctx):
         return
     sf = facts_of(ctx.project, region.scope)
     rs = region.stmt.lineno
-    names = _graphed_names(region.targets)
-    whole = {text_of(t) for t in region.targets if is_callable_module(sf.infer(t), ctx.project)}  # one module each
+    targets = list(region.targets)
+    body = region.scope.node.body if type(region.scope.node) is not ast.Module else []
+    for t in region.targets:  # ``modules = (self.embed, *self.blocks)`` then ``make_graphed_callables(modules, ...)``
+        bound = bound_values(body, t.id) if type(t) is ast.Name else []
+        if len(bound) == 1:
+            targets.append(bound[0])
+    names = _graphed_names(targets)
+    whole = {text_of(t) for t in targets if is_callable_module(sf.infer(t), ctx.project)}  # one module each
     hooks = []  # (module, call, text)
     parts = []  # hooks on a part of a graphed module: not refused, but not replayed either
-    for c in sf.calls:
-        if c.meth in _HOOK_METHODS and c.node.lineno < rs:
+    # What runs before the graphing call: the lines above it, and the constructor of the class whose
+    # method graphs (``self.l1.register_forward_hook(...)`` in ``__init__``, graphed in ``graph_layers``).
+    before = [(sf, [c for c in sf.calls if c.node.lineno < rs])]
+    scope = region.scope
+    if scope.cls is not None and scope.name != "__init__" and "__init__" in scope.cls.methods:
+        init = facts_of(ctx.project, FuncRef(scope.cls.module, scope.cls.methods["__init__"], scope.cls, "__init__"))
+        if init.self_name == sf.self_name:
+            before.append((init, list(init.calls)))
+    for facts, calls in before:
+        for c in calls:
+            if c.meth not in _HOOK_METHODS:
+                continue
             receiver = text_of(c.node.func.value)
-            held = text_of(_container(c.node.func.value, sf, c.node.lineno))
+            held = text_of(_container(c.node.func.value, facts, c.node.lineno))
             # ``blocks[0]`` of graphed ``tuple(blocks)`` is graphed itself; ``stack[0]`` of a graphed
             # ``stack`` is a part of it, like ``imputer.est``.
             if held in names and (held == receiver or held not in whole):
@@ -274,6 +291,8 @@ def _graphed_names(targets) -> set:
     for target in targets:
         calls = {id(n.func) for n in ast.walk(target) if type(n) is ast.Call}
         names |= {n.id for n in ast.walk(target) if type(n) is ast.Name and id(n) not in calls}
+        names |= {text_of(n) for n in ast.walk(target)  # ``tuple(model.blocks)``, ``(self.embed, *self.blocks)``
+                  if type(n) is ast.Attribute and id(n) not in calls and text_of(n) is not None}
     return names
 
 
@@ -286,7 +305,10 @@ def _container(expr, facts=None, line: int = 0):
         loops = [s for s in facts.stores if s.name == expr.id and s.loop_target
                  and s.node.lineno <= line <= s.node.end_lineno and getattr(s.node, "iter", None) is not None]
         if loops:
-            return _container(loops[-1].node.iter)
+            it = loops[-1].node.iter
+            if type(it) is ast.Call and type(it.func) is ast.Name and it.func.id in ("enumerate", "reversed") and it.args:
+                it = it.args[0]  # ``for i, blk in enumerate(model.blocks)``
+            return _container(it)
     return expr
 
 
