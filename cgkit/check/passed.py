@@ -267,6 +267,17 @@ def _literal_choices(facts, arg) -> list:
     return out
 
 
+def _bound_once(facts, arg) -> list:
+    """``wide = functools.partial(netvlad, feats, c)`` then ``footprint(wide)``: the one value the name
+    is bound to in the caller."""
+    if type(arg) is not ast.Name:
+        return []
+    stores = [s for s in facts.stores if s.name == arg.id]
+    if len(stores) != 1 or stores[0].loop_target or type(stores[0].node) is not ast.Assign:
+        return []
+    return [stores[0].node.value]
+
+
 def _iterated_literal(facts, it) -> list | None:
     """The elements a loop takes from a literal: ``(("a", f), ...)`` written in place or bound to a name,
     or a dict literal's ``.items()`` (as key-value pairs) or ``.values()``
@@ -291,7 +302,7 @@ def _resolve(project, caller: FuncRef, call, arg, helper: str, slot: str, helper
     facts = facts_of(project, caller)
     targets = resolve_callable(facts, arg, call.lineno, project)
     if not targets:
-        for choice in _literal_choices(facts, arg):
+        for choice in _literal_choices(facts, arg) + _bound_once(facts, arg):
             targets.extend(resolve_callable(facts, choice, call.lineno, project))
     out = []
     for target in targets:

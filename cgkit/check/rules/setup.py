@@ -676,12 +676,18 @@ def compiled_fn_not_warmed_up(region, ctx):
         "`with torch.cuda.stream(s): ...`, then `torch.cuda.current_stream().wait_stream(s)`).",
         manual="warning",
         compile=None,
-        what="Checks for a manual capture of model calls, backward or optimizer steps with no "
-        "`with torch.cuda.stream(...)` warm-up before it.",
+        what="Checks for a manual capture of model calls, backward or optimizer steps, or cuBLAS, cuDNN "
+        "and cuSOLVER kernels (`a @ b`, `F.linear`, convolutions, `torch.linalg`), with no "
+        "`with torch.cuda.stream(...)` warm-up before it. A callable handed to a capture helper, or "
+        "run in a context-manager helper's capture, is reported at the helper's capture.",
         why="The first run of a model does one-time work: library handles and workspaces (cuBLAS, "
         "cuDNN), allocator growth, lazy module initialization, optimizer state, autograd's gradient "
         "buffers. Done during capture, that work fails or is recorded as if it were part of every "
-        "step. Warming up on a side stream also keeps the default stream out of the capture.",
+        "step. Measured on torch 2.11 (H200, benchmarks/cold_capture.py), each captured in a fresh "
+        "process with nothing run before: a matmul, `F.linear`, an `nn.Linear`, a convolution, "
+        "`torch.linalg.solve` and an MLP's forward and backward all failed (\"operation failed due to a "
+        "previous error during capture\"); elementwise code and a GRU forward captured and replayed "
+        "correctly. Warming up on a side stream also keeps the default stream out of the capture.",
         example=code("""
             import torch
 
@@ -735,6 +741,8 @@ def capture_without_warmup(region, ctx):
                 # A forward-only capture is warmed up by any earlier call of the same module.
                 if not any(o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls):
                     needs = needs or f"`{name}(...)`"
+    if needs is None and not library_kernel(sf, 0, rs - 1) and not _ran_a_module_before(sf, rs, ctx):
+        needs = library_kernel(sf, start, end)  # ``y = x @ w`` captured cold: cuBLAS sets up inside the capture
     if needs and not _warmed_up(sf, rs, ctx, opener=region.node, captured=(rs, end)) \
             and not _callers_warm_up(region, ctx):
         helper_capture = _helper_capture(sf, region.node, ctx)
@@ -774,9 +782,11 @@ def passed_callable_without_warmup(region, ctx):
         if needs and passed.helper.startswith("@"):  # a capturing decorator: its one capture is the site
             if ctx.once(("cold decorator", id(region))):
                 yield found(region.node, what=f"`{passed.target.display}` (decorated with `{passed.helper}`), which runs {needs},")
-        elif needs:
-            what = f"`{passed.target.display}` (passed to `{passed.helper}`), which runs {needs},"
-            yield found(passed.call, module=passed.caller.module, what=what)
+        elif needs:  # at the helper's capture, where a warm-up of the callable it is given belongs
+            where = f"L{passed.call.lineno}" if passed.caller.module is region.module else \
+                f"{passed.caller.module.path}:{passed.call.lineno}"
+            what = f"`{passed.target.display}` (passed to `{passed.helper}` at {where}), which runs {needs},"
+            yield found(region.node, what=what)
 
 
 def _runs_a_module_forward(facts, call, ctx) -> bool:
@@ -806,8 +816,9 @@ def _ran_a_module_before(facts, line: int, ctx) -> bool:
 
 
 def _needs_warmup(facts, project, ctx=None) -> str | None:
-    """What in a function needs a warm-up run before capture: a backward, an optimizer step, or a
-    module (with ``ctx``, also a model of unknown type that the checker follows into the file's modules)."""
+    """What in a function needs a warm-up run before capture: a backward, an optimizer step, a
+    module (with ``ctx``, also a model of unknown type that the checker follows into the file's
+    modules), or a cuBLAS, cuDNN or cuSOLVER kernel."""
     for c in facts.calls:
         if c.meth == "backward":
             return "`backward()`"
@@ -816,6 +827,35 @@ def _needs_warmup(facts, project, ctx=None) -> str | None:
     for c in facts.calls:
         if is_callable_module(facts.infer(c.node.func), project) or (ctx is not None and _runs_a_module_forward(facts, c, ctx)):
             return f"`{text_of(c.node.func)}(...)`"
+    return library_kernel(facts)
+
+
+# Library kernels whose first call in a process sets up a handle or a workspace (cuBLAS, cuDNN,
+# cuSOLVER): measured on torch 2.11 (benchmarks/cold_capture.py), captured with no run before, a
+# matmul, F.linear, a convolution and linalg.solve fail the capture.
+_LIBRARY_KERNELS = frozenset({
+    "torch.matmul", "torch.mm", "torch.bmm", "torch.addmm", "torch.baddbmm", "torch.addbmm", "torch.einsum",
+    "torch.nn.functional.linear", "torch.nn.functional.bilinear", "torch.nn.functional.conv1d",
+    "torch.nn.functional.conv2d", "torch.nn.functional.conv3d", "torch.nn.functional.conv_transpose1d",
+    "torch.nn.functional.conv_transpose2d", "torch.nn.functional.conv_transpose3d",
+})
+_LIBRARY_METHODS = frozenset({"matmul", "mm", "bmm", "addmm", "baddbmm"})
+
+
+def library_kernel(facts, lo: int = 0, hi: int = 1 << 30) -> str | None:
+    """The first cuBLAS, cuDNN or cuSOLVER kernel a function runs between lines ``lo`` and ``hi``:
+    ``a @ b``, ``torch.matmul``, ``F.linear``, ``F.conv2d``, ``torch.linalg.solve``, ``x.mm(w)``."""
+    for c in facts.calls:
+        if lo <= c.node.lineno <= hi:
+            qual = c.qual or ""
+            if qual in _LIBRARY_KERNELS or qual.startswith("torch.linalg."):
+                return f"`{text_of(c.node.func)}(...)`"
+            if c.meth in _LIBRARY_METHODS and type(c.recv) is not tuple:
+                return f"`{text_of(c.node.func)}(...)`"
+    node = facts.fref.node
+    for n in ast.walk(node):
+        if type(n) is ast.BinOp and type(n.op) is ast.MatMult and lo <= n.lineno <= hi:
+            return f"`{text_of(n)}`"
     return None
 
 
