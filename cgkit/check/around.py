@@ -378,7 +378,9 @@ def _compute_changes(region, ctx) -> dict:
         _writes(near.facts, near.between_replays, ctx, out)
     else:  # make_graphed_callables: the graphed callables run below the graphing call
         end = region.stmt.end_lineno
-        _writes(facts_of(project, region.scope), lambda line: line > end, ctx, out)
+        graphed = {_text(t) for t in region.targets} | set(compiled_names(region))  # ``enc, head = mgc((enc, head), ...)``
+        _writes(facts_of(project, region.scope), lambda line: line > end, ctx, out,
+                compiled_objects=frozenset(graphed - {None}))
     for passed in region.passed:  # a capture helper: its callers run on after it returns the graph
         end = passed.call.end_lineno
         _writes(facts_of(project, passed.caller), lambda line, end=end: line > end, ctx, out)
@@ -414,16 +416,25 @@ def _runtime_setters(region, ctx, out: dict) -> None:
     (``self.enc.active_levels += 1``); which code that is, :func:`lines_after_capture` says. Not
     counted: an object such code builds and sets up itself (:func:`configured_here`)."""
     project = ctx.project
-    attrs = {read.key[1] for read in reads_in_region(region, ctx) if read.key[0] == "attr"}
-    if not attrs:
+    reads = reads_in_region(region, ctx)
+    attrs = {read.key[1] for read in reads if read.key[0] == "attr"}
+    entries = {read.key for read in reads if read.key[0] == "global_item" and read.key[1] == region.module.path}
+    if not attrs and not entries:
         return
+    dicts = {key[2] for key in entries}
     for fref in functions_of(region.module):
-        if not assigns_attribute(source_of(fref), attrs):
+        text = source_of(fref)
+        if not assigns_attribute(text, attrs) and not any(f"{name}[" in text for name in dicts):
             continue
         after = lines_after_capture(fref, region, ctx)
         if after is None:
             continue
         facts = facts_of(project, fref)
+        for target, stmt in facts.item_stores:  # ``PACK_CFG["pad_to_multiple_of"] = 128`` in ``set_epoch``
+            entry = global_entry(facts, target) if stmt.lineno > after else None
+            key = ("global_item", facts.module.path, *entry) if entry is not None else None
+            if key in entries:
+                out.setdefault(key, []).append(Change(facts.module, stmt, literal=_literal_store(facts, stmt)))
         for store in facts.self_stores if facts.cls is not None else ():
             if store.attr in attrs and store.stmt.lineno > after and not is_tensor(store.kind) \
                     and type(store.kind) is not tuple and not _initial_constant(facts.cls, store, project):
@@ -868,6 +879,8 @@ def _number_expr(value) -> bool:
         return _number_expr(value.body) and _number_expr(value.orelse)
     if t is ast.Call and type(value.func) is ast.Name and value.func.id in _NUMBER_BUILTINS:
         return True  # ``float(hist.mean())``, ``int(n * ratio)``: a Python number whatever goes in
+    if t is ast.Call and type(value.func) is ast.Name and value.func.id in ("max", "min") and not value.keywords:
+        return any(_number_expr(a) for a in value.args)  # ``max(0.0, alpha + 1e-3 * gap)`` (a tensor would use clamp)
     return False
 
 
@@ -903,7 +916,22 @@ def _literal_store(facts, stmt, attr: str | None = None) -> bool:
         return False
     if type(value) is ast.Name and value.id in facts.param_nodes:
         return value.id in facts.scalar_params
+    if type(value) is ast.Subscript:  # ``self.LEVELS[level]`` with ``LEVELS = {"low": 0.3, ...}``
+        table = _table_of(facts, value.value)
+        return table is not None and bool(table.values) and all(scalar_literal(v) for v in table.values)
     return scalar_literal(value)
+
+
+def _table_of(facts, expr) -> ast.Dict | None:
+    """The dict literal a class-body (``self.LEVELS``) or module-level (``LEVELS``) name is bound to."""
+    if type(expr) is ast.Attribute and type(expr.value) is ast.Name and expr.value.id == facts.self_name \
+            and facts.cls is not None:
+        value = next((v for c in facts.cls.mro(facts.project) for v in [c.field(expr.attr)] if v is not None), None)
+        return value if type(value) is ast.Dict else None
+    if type(expr) is ast.Name:
+        bound = bound_values(facts.module.tree.body, expr.id)
+        return bound[-1] if bound and type(bound[-1]) is ast.Dict else None
+    return None
 
 
 def initial_literal(read, ctx) -> bool:

@@ -2688,3 +2688,62 @@ def test_a_cold_capture_of_a_cublas_kernel_needs_a_warm_up_but_elementwise_code_
     assert "        z = x @ w\n        g = torch" in warmed
     assert _codes(warmed, select=["CG508"]) == []
     assert _codes(warmed, select=["CG508", "CG901"]) == []  # and it parses
+
+
+def test_settings_changed_through_a_table_a_clamp_a_dict_entry_or_on_a_graphed_module():
+    compiled = """
+        import torch
+
+        PACK = {"multiple": 64, "pad": 0}
+
+        @torch.compile(mode="reduce-overhead")
+        def pack(x):
+            return x * PACK["multiple"]
+
+        def set_epoch(epoch: int):
+            PACK["multiple"] = 64 if epoch < 2 else 128
+
+        class Gate:
+            LEVELS = {"low": 0.3, "mid": 0.5}
+
+            def __init__(self, alpha: float = 5.0):
+                self.threshold = self.LEVELS["mid"]
+                self.alpha = alpha
+                self.step = torch.compile(self._step, mode="reduce-overhead")
+
+            def _step(self, x):
+                return (x > self.threshold).float() * self.alpha
+
+            def set_level(self, level):
+                self.threshold = self.LEVELS[level]
+
+            def train(self, xs):
+                for x in xs:
+                    y = self.step(x).clone()
+                    self.alpha = max(0.0, self.alpha - 0.1)
+    """
+    # a module-level dict entry set by a public function; a class table entry; a clamp of a number
+    assert _codes(compiled, select=["CG404"]) == [(7, "CG404"), (21, "CG404"), (21, "CG404")]
+    graphed = """
+        import torch
+
+        class Head(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(8, 2)
+                self.smoothing = 0.0
+
+            def forward(self, h, y):
+                return torch.nn.functional.cross_entropy(self.lin(h), y, label_smoothing=self.smoothing)
+
+        def main(loader):
+            head = Head().cuda()
+            h = torch.randn(4, 8, device="cuda", requires_grad=True)
+            y = torch.zeros(4, dtype=torch.long, device="cuda")
+            (head,) = torch.cuda.make_graphed_callables((head,), ((h, y),))
+            for epoch in range(3):
+                head.smoothing = 0.1 * epoch
+                for hb, yb in loader:
+                    head(hb, yb).backward()
+    """
+    assert _codes(graphed, select=["CG404"]) == [(10, "CG404")]
