@@ -2747,3 +2747,44 @@ def test_settings_changed_through_a_table_a_clamp_a_dict_entry_or_on_a_graphed_m
                     head(hb, yb).backward()
     """
     assert _codes(graphed, select=["CG404"]) == [(10, "CG404")]
+
+
+def test_graph_outputs_kept_across_replays_by_the_callers_of_a_replaying_method():
+    source = """
+        import torch
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+                self.x = torch.zeros(8, 4, device="cuda")
+                self.xy = torch.zeros(8, 2, device="cuda")
+                self.outs = {}
+                self.trail = []
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    self.model(self.x)
+                torch.cuda.current_stream().wait_stream(s)
+                self.g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.g):
+                    self.outs[8] = self.model(self.x)
+                    self.xy.copy_(self.outs[8][:, :2])
+
+            def run(self, x):
+                self.x.copy_(x)
+                self.g.replay()
+                self.trail.append(self.xy)
+                return self.outs[8]
+
+        def serve(runner, batches):
+            results = []
+            for x in batches:
+                y = runner.run(x)
+                results.append(y)
+            return results
+    """
+    # ``self.xy`` (written by a copy_ in the capture) kept on the runner on every call; ``y`` kept
+    # across the next call by the caller's loop.
+    assert _codes(source, select=["CG407"]) == [(23, "CG407"), (30, "CG407")]
+    assert _codes(source.replace("results.append(y)", "results.append(y.clone())").replace(
+        "self.trail.append(self.xy)", "self.trail.append(self.xy.clone())"), select=["CG407"]) == []

@@ -1383,6 +1383,43 @@ def output_kept_elsewhere(region, ctx):
                         kept = [text_of(item) for item in items if _output_base(item, attrs, views)]
                         if kept:
                             yield found(c.stmt, module=facts.module, what=kept[0])
+            if _returns_output(facts, attrs, views):
+                yield from _kept_by_callers(facts, ctx)
+
+
+def _returns_output(facts, attrs: set[str], views: set[str]) -> bool:
+    """The replaying method hands back the graph's outputs: ``return self.out[b][:n]``, ``return
+    self.static_out[n]`` (a tuple of them), ``return logits``."""
+    node = facts.fref.node
+    if type(node) is ast.Module:
+        return False
+    for ret in (n for n in ast.walk(node) if type(n) is ast.Return and n.value is not None):
+        parts = ret.value.elts if type(ret.value) is ast.Tuple else [ret.value]
+        if any(_output_base(part, attrs, views) for part in parts):
+            return True
+    return False
+
+
+def _kept_by_callers(replayer, ctx):
+    """Callers that keep what a replaying method returns across its next call: ``for ...:
+    self.history.append(self.forecast(h))``, or ``aod, _ = self.run(x)`` then ``products.append(aod)``."""
+    name = replayer.fref.name
+    for fref, call in callers.call_sites(ctx.project, name, replayer.fref):
+        facts = facts_of(ctx.project, fref)
+        loops = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= call.lineno <= lp.end_lineno]
+        if not loops:
+            continue
+        lo, hi = loops[-1]
+        bound = set()
+        for stmt in ast.walk(facts.fref.node):
+            if type(stmt) is ast.Assign and stmt.value is call:
+                bound |= {n.id for t in stmt.targets for n in ast.walk(t) if type(n) is ast.Name}
+        for c in facts.calls:
+            if c.meth not in ("append", "extend", "insert") or not lo <= c.node.lineno <= hi:
+                continue
+            for arg in c.node.args:
+                if arg is call or (type(arg) is ast.Name and arg.id in bound and c.node.lineno > call.lineno):
+                    yield found(c.stmt, module=facts.module, what=text_of(arg))
 
 
 def _outputs_on_self(region, ctx, around, outputs: set[str]) -> set[str]:
@@ -1393,6 +1430,18 @@ def _outputs_on_self(region, ctx, around, outputs: set[str]) -> set[str]:
     if not facts.self_name:
         return set()
     attrs = {f"{facts.self_name}.{st.attr}" for st in facts.self_stores if around.start <= st.stmt.lineno <= around.end}
+    for c in facts.calls:  # ``self.static_xy.copy_(xy)`` in the capture: a buffer the graph writes
+        value = c.node.func.value if c.meth == "copy_" else None
+        if around.start <= c.node.lineno <= around.end and type(value) is ast.Attribute and \
+                type(value.value) is ast.Name and value.value.id == facts.self_name:
+            attrs.add(f"{facts.self_name}.{value.attr}")
+    for target, stmt in facts.item_stores:  # ``self.outs[n] = self._sample(n)`` in the capture
+        base = target.value
+        while type(base) is ast.Subscript:
+            base = base.value
+        if around.start <= stmt.lineno <= around.end and type(base) is ast.Attribute and \
+                type(base.value) is ast.Name and base.value.id == facts.self_name:
+            attrs.add(f"{facts.self_name}.{base.attr}")
     for name in outputs:
         attrs |= {held for held in near.kept_in(region, ctx, name) if held.startswith(f"{facts.self_name}.")}
     return attrs
