@@ -202,11 +202,23 @@ class ModuleIndex:
                 return self.classes[name]
             if name in self.defs:
                 return FuncRef(self, self.defs[name], None, name)
+            alias = self._alias_of(name)
+            if alias is not None:  # ``_eager_denoise = denoise`` at the top level
+                return FuncRef(self, self.defs[alias], None, alias)
         qual = self.qual(node, local_imports)
         if qual is None:
             return None
         target = project.lookup(qual)
         return target if target is not None else qual
+
+
+    def _alias_of(self, name: str) -> str | None:
+        """The module's function a top-level ``name = func`` binds ``name`` to (its only binding)."""
+        values = [stmt.value for stmt in self.tree.body if type(stmt) is ast.Assign
+                  and any(type(t) is ast.Name and t.id == name for t in stmt.targets)]
+        if len(values) == 1 and type(values[0]) is ast.Name and values[0].id in self.defs:
+            return values[0].id
+        return None
 
 
 class Project:

@@ -2788,3 +2788,20 @@ def test_graph_outputs_kept_across_replays_by_the_callers_of_a_replaying_method(
     assert _codes(source, select=["CG407"]) == [(23, "CG407"), (30, "CG407")]
     assert _codes(source.replace("results.append(y)", "results.append(y.clone())").replace(
         "self.trail.append(self.xy)", "self.trail.append(self.xy.clone())"), select=["CG407"]) == []
+
+
+def test_a_function_compiled_through_a_top_level_alias_is_a_region():
+    source = """
+        import torch
+
+        def denoise(x):
+            print("std", x.std())
+            return x * 2
+
+        _eager_denoise = denoise
+
+        def install():
+            global denoise
+            denoise = torch.compile(_eager_denoise, mode="reduce-overhead")
+    """
+    assert _codes(source) == [(4, "CG106")]
