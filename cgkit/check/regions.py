@@ -782,6 +782,9 @@ def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
     ``CG = {"triton.cudagraphs": True}`` there."""
     keywords = list(call.keywords)
     for kw in call.keywords:
+        if kw.arg is None and scope is not None and type(kw.value) is ast.Call and \
+                (dotted(kw.value.func) or [""])[-1] == "asdict":  # ``**asdict(self.plugin)``: a settings dataclass
+            keywords += [ast.keyword(arg=field, value=v) for field in ("mode", "backend") for v in _field_values(field, scope)]
         if kw.arg is None and type(kw.value) is ast.Attribute and scope is not None:
             # ``**self.compile_kwargs``: a class-body dict of the file (one subclass may turn graphs on)
             if any(_cudagraph_mode(ast.Call(func=call.func, args=[], keywords=_as_keywords(d)))
@@ -794,8 +797,9 @@ def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
         value = kw.value
         if kw.arg == "mode" and type(value) is ast.Name and scope is not None:
             value = _constant_of(value.id, scope) or value
-        if kw.arg == "mode" and type(value) is ast.Attribute and scope is not None:  # ``mode=cfg.compile_mode``
-            if any(type(v) is ast.Constant and v.value in _CUDAGRAPH_MODES for v in _field_values(value.attr, scope)):
+        if kw.arg in ("mode", "backend") and type(value) is ast.Attribute and scope is not None:  # ``mode=cfg.compile_mode``
+            wanted = _CUDAGRAPH_MODES if kw.arg == "mode" else ("cudagraphs",)
+            if any(type(v) is ast.Constant and v.value in wanted for v in _field_values(value.attr, scope)):
                 return True
         if kw.arg == "mode" and type(value) is ast.Constant and value.value in _CUDAGRAPH_MODES:
             return True
@@ -932,8 +936,16 @@ def _returning(module, name: str) -> list:
 
 def _field_values(attr: str, scope: FuncRef) -> list:
     """The values the file's classes give a field in their bodies (``mode: str = "max-autotune"`` in a
-    dataclass of settings, ``compile_opts = {"mode": ...}`` in a subclass): the object may be any of them."""
-    return [v for cls in scope.module.classes.values() for v in [cls.field(attr)] if v is not None]
+    dataclass of settings, ``compile_opts = {"mode": ...}`` in a subclass), and those the file passes
+    when it builds such an object (``DynamoPlugin(mode="max-autotune")``): the object may be any of them."""
+    module = scope.module
+    owners = {name for name, cls in module.classes.items() if cls.field(attr) is not None}
+    values = [v for cls in module.classes.values() for v in [cls.field(attr)] if v is not None]
+    if owners and f"{attr}=" in module.text:
+        for node in ast.walk(module.tree):
+            if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id in owners:
+                values += [kw.value for kw in node.keywords if kw.arg == attr]
+    return values
 
 
 def _as_keywords(options: ast.Dict) -> list[ast.keyword]:

@@ -2805,3 +2805,34 @@ def test_a_function_compiled_through_a_top_level_alias_is_a_region():
             denoise = torch.compile(_eager_denoise, mode="reduce-overhead")
     """
     assert _codes(source) == [(4, "CG106")]
+
+
+def test_compile_settings_from_a_dataclass_built_with_keywords_or_spread_with_asdict():
+    source = """
+        from dataclasses import asdict, dataclass
+        import torch
+
+        @dataclass
+        class Plugin:
+            backend: str = "inductor"
+            mode: str = "default"
+
+        TRAIN = Plugin(mode="max-autotune")
+
+        def step(x):
+            print("mean", x.mean())
+            return x * 2
+
+        def prepare(plugin: Plugin = TRAIN):
+            return torch.compile(step, **asdict(plugin))
+
+        def prepare_mode(plugin: Plugin = TRAIN):
+            return torch.compile(step, mode=plugin.mode)
+    """
+    assert _codes(source) == [(12, "CG106")]
+    # No object of the file turns graphs on: nothing.
+    assert _codes(source.replace('Plugin(mode="max-autotune")', 'Plugin(mode="max-autotune-no-cudagraphs")')) == []
+    backend = source.replace('TRAIN = Plugin(mode="max-autotune")', "TRAIN = Plugin()").replace(
+        'backend: str = "inductor"', 'backend: str = "cudagraphs"').replace(
+        "return torch.compile(step, mode=plugin.mode)", "return torch.compile(step, backend=plugin.backend)")
+    assert _codes(backend.replace("return torch.compile(step, **asdict(plugin))", "return step")) == [(12, "CG106")]
