@@ -2836,3 +2836,27 @@ def test_compile_settings_from_a_dataclass_built_with_keywords_or_spread_with_as
         'backend: str = "inductor"', 'backend: str = "cudagraphs"').replace(
         "return torch.compile(step, mode=plugin.mode)", "return torch.compile(step, backend=plugin.backend)")
     assert _codes(backend.replace("return torch.compile(step, **asdict(plugin))", "return step")) == [(12, "CG106")]
+
+
+def test_a_capture_on_the_current_stream_run_by_a_constructor_the_script_calls_is_on_the_default_stream():
+    source = """
+        import torch
+
+        class Cropper:
+            def __init__(self, net):
+                self.net = net
+                self.x = torch.zeros(4, 8, device="cuda")
+                self._capture()
+
+            def _capture(self):
+                self.g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.g, stream=torch.cuda.current_stream()):
+                    self.y = self.x * 2
+
+        if __name__ == "__main__":
+            Cropper(None)
+    """
+    assert _codes(source, select=["CG603"]) == [(11, "CG603")]
+    side = source.replace("            Cropper(None)", "            with torch.cuda.stream(torch.cuda.Stream()):\n                Cropper(None)")
+    assert side != source
+    assert _codes(side, select=["CG603"]) == []

@@ -216,9 +216,11 @@ def _script_runs_off_side_streams(fref, module, ctx, depth: int) -> bool:
     reaches the file's top level (``main()`` called under ``if __name__ == "__main__":``)."""
     if depth > 3:
         return False
-    callers = [(facts_of(ctx.project, caller), call) for caller, call in call_sites(ctx.project, fref.name, fref)
+    constructor = fref.name == "__init__" and fref.cls is not None  # ``Runner(model)`` runs ``__init__``
+    name = fref.cls.name if constructor else fref.name
+    callers = [(facts_of(ctx.project, caller), call) for caller, call in call_sites(ctx.project, name, fref)
                if caller.module is module]
-    if fref.cls is not None:  # ``up.capture()`` calls this class's method, not another's
+    if fref.cls is not None and not constructor:  # ``up.capture()`` calls this class's method, not another's
         callers = [(facts, call) for facts, call in callers if _calls_scope(facts, call, fref, ctx)]
     if not callers or any(_on_side_stream(facts, call.lineno) for facts, call in callers):
         return False
