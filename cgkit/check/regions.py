@@ -463,7 +463,9 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
             method = facts.cls.find_method(expr.attr, project)
             if method is not None:
                 return [method]
-            return kind_targets(attr_kind(facts.cls, expr.attr, project), facts, project, _depth)
+            found = kind_targets(attr_kind(facts.cls, expr.attr, project), facts, project, _depth)
+            # a mixin compiling ``self._predict`` that only the classes built on it define
+            return found or project.overrides(facts.cls, expr.attr)
         owner = facts.infer(value)
         if type(owner) is tuple and owner[0] == "inst":
             method = owner[1].find_method(expr.attr, project)
@@ -484,6 +486,9 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
         inner = module_itself(expr)
         if not found and inner is not expr:  # ``encoder.cuda()``, ``model.eval()``: the module itself
             return resolve_callable(facts, inner, line, project, _depth + 1)
+        if not found:  # ``make_step(model, opt)`` (or a registry's factory): the closure it returns
+            for factory in resolve_callable(facts, expr.func, line, project, _depth + 1):
+                found += [r for r in _returned_closures(factory) if r not in found]
         return found
     if t is ast.Subscript and type(expr.value) is ast.Name and _top_level_bound(facts.module, expr.value.id):
         return registry_members(facts.module, expr.value.id, project)  # ``torch.compile(REGISTRY[name])``
@@ -494,6 +499,16 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
                 found += [f for f in resolve_callable(facts, call.func, line, project, _depth + 1) if f not in found]
         return found
     return []
+
+
+def _returned_closures(factory: FuncRef) -> list[FuncRef]:
+    """The functions a factory defines inside itself and returns (``def step(): ...; return step``)."""
+    node = factory.node
+    if type(node) not in FUNC_TYPES:
+        return []
+    inner = {n.name: n for n in node.body if type(n) in FUNC_TYPES}
+    return [FuncRef(factory.module, inner[r.value.id], None, r.value.id) for r in ast.walk(node)
+            if type(r) is ast.Return and type(r.value) is ast.Name and r.value.id in inner]
 
 
 def _registry_iterated(facts, name: str) -> str | None:
@@ -805,6 +820,11 @@ def _cudagraph_mode(call: ast.Call, scope: FuncRef | None = None) -> bool:
             return True
         if kw.arg == "backend" and type(value) is ast.Constant and value.value == "cudagraphs":
             return True
+        if kw.arg == "options" and type(value) is ast.Attribute and scope is not None:  # ``options=self.compile_options``
+            fields = [_dict_of(v.id, scope) if type(v) is ast.Name else v for v in _field_values(value.attr, scope)]
+            if any(_cudagraph_mode(ast.Call(func=call.func, args=[], keywords=[ast.keyword(arg="options", value=d)]))
+                   for d in fields if type(d) is ast.Dict):
+                return True
         if kw.arg == "options" and type(value) is ast.Name and scope is not None:  # ``options=CG_OPTIONS``
             value = _dict_of(value.id, scope) or value
         if kw.arg == "options" and type(value) is ast.Dict:

@@ -2860,3 +2860,52 @@ def test_a_capture_on_the_current_stream_run_by_a_constructor_the_script_calls_i
     side = source.replace("            Cropper(None)", "            with torch.cuda.stream(torch.cuda.Stream()):\n                Cropper(None)")
     assert side != source
     assert _codes(side, select=["CG603"]) == []
+
+
+def test_a_mixin_compiling_a_method_its_users_define_and_a_captured_closure_from_a_factory():
+    mixin = """
+        import torch
+
+        CG = {"triton.cudagraphs": True}
+
+        class CompiledMixin:
+            compile_options = CG
+
+            def __init__(self):
+                self._predict = torch.compile(self._predict, options=self.compile_options)
+
+        class Service(CompiledMixin):
+            def _predict(self, x):
+                print("mean", x.mean())
+                return x * 2
+    """
+    assert _codes(mixin) == [(13, "CG106")]
+    factory = """
+        import torch
+
+        def make_step(model, batch):
+            def step():
+                loss = model(batch).sum()
+                if loss > 10.0:
+                    loss = loss * 0
+                return loss
+            return step
+
+        class Graphed:
+            def __init__(self, fn):
+                self.fn = fn
+
+            def __call__(self):
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    self.fn()
+                torch.cuda.current_stream().wait_stream(s)
+                self.g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.g):
+                    self.out = self.fn()
+
+        def build(model, batch):
+            return Graphed(make_step(model, batch))
+    """
+    assert _codes(factory) == [(6, "CG201")]
