@@ -744,6 +744,26 @@ def _writes(sf, between, ctx, out: dict, recapture=None, callees=True, compiled_
             if recapture is not None and target.key == recapture.key:
                 continue
             _writes_in_callee(facts_of(project, target), (sf.module, c.node), out)
+            _writes_further_down(facts_of(project, target), (sf.module, c.node), ctx, out, recapture, {target.key})
+
+
+def _writes_further_down(tf, via, ctx, out: dict, recapture, seen: set, depth: int = 1) -> None:
+    """What the callees of a function called between replays write, a few calls down (``self._fire(
+    "on_epoch_end")`` runs each callback's hook, which sets the optimizer's learning rate). Functions that
+    capture or replay are not followed: what they set belongs to their own graph."""
+    if depth > 2 or ".graph(" in source_of(tf.fref) or \
+            any(c.meth in ("replay", "capture_begin", "capture_end") for c in tf.calls):
+        return
+    for c in tf.calls:
+        for target in ctx.resolve(tf, c):
+            if target.key in seen or (recapture is not None and target.key == recapture.key):
+                continue
+            seen.add(target.key)
+            inner = facts_of(ctx.project, target)
+            if any(cc.meth in ("replay", "capture_begin") for cc in inner.calls) or ".graph(" in source_of(target):
+                continue
+            _writes_in_callee(inner, via, out)
+            _writes_further_down(inner, via, ctx, out, recapture, seen, depth + 1)
 
 
 def _writes_in_callee(tf, via, out: dict) -> None:

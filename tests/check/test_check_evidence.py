@@ -2909,3 +2909,45 @@ def test_a_mixin_compiling_a_method_its_users_define_and_a_captured_closure_from
             return Graphed(make_step(model, batch))
     """
     assert _codes(factory) == [(6, "CG201")]
+
+
+def test_a_learning_rate_set_by_a_callback_fired_between_replays_is_found():
+    source = """
+        import math
+        import torch
+
+        class Cosine:
+            def on_epoch_end(self, trainer):
+                for group in trainer.opt.param_groups:
+                    group["lr"] = 1e-3 * 0.5 * (1 + math.cos(math.pi * trainer.epoch / 10))
+
+        class Trainer:
+            def __init__(self, model, callbacks):
+                self.model, self.cbs = model, callbacks
+                self.opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=True)
+                self.x = torch.zeros(8, 4, device="cuda")
+
+            def _fire(self, hook):
+                for cb in self.cbs:
+                    getattr(cb, hook)(self)
+
+            def _step(self):
+                self.model(self.x).sum().backward()
+                self.opt.step()
+
+            def fit(self, loader):
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    self._step()
+                torch.cuda.current_stream().wait_stream(s)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    self._step()
+                for self.epoch in range(10):
+                    for x in loader:
+                        self.x.copy_(x)
+                        g.replay()
+                    self._fire("on_epoch_end")
+    """
+    assert _codes(source, select=["CG404"]) == [(7, "CG404")]
