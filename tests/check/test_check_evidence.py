@@ -2951,3 +2951,19 @@ def test_a_learning_rate_set_by_a_callback_fired_between_replays_is_found():
                     self._fire("on_epoch_end")
     """
     assert _codes(source, select=["CG404"]) == [(7, "CG404")]
+
+
+def test_an_element_of_an_input_list_updated_in_place_in_a_compiled_loop():
+    source = """
+        import torch
+
+        @torch.compile(mode="reduce-overhead")
+        def accumulate(buffers, grads, scale):
+            for b, g in zip(buffers, grads):
+                b.add_(g, alpha=scale)
+
+        @torch.compile(mode="reduce-overhead")
+        def averaged(buffers, scale):
+            return [b * scale for b in buffers]
+    """
+    assert _codes(source, select=["CG510"]) == [(6, "CG510")]

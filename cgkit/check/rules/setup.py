@@ -1079,5 +1079,26 @@ def _mutated_argument(c, f):
         viewed = value
         while type(viewed) is ast.Subscript:  # ``obs[:, 6:9].clamp_()`` writes into ``obs``
             viewed = viewed.value
-        if type(viewed) is ast.Name and viewed.id in f.params and viewed.id != f.self_name:
-            yield found(c.node, c.stmt, on_input=viewed.id, what=f"{text_of(value)}.{m}()")
+        if type(viewed) is not ast.Name or viewed.id == f.self_name:
+            return
+        param = viewed.id if viewed.id in f.params else _iterated_param(f, viewed.id)
+        if param is not None:
+            yield found(c.node, c.stmt, on_input=param, what=f"{text_of(value)}.{m}()")
+
+
+def _iterated_param(f, name: str) -> str | None:
+    """The parameter whose elements a loop variable takes: ``b`` in ``for b, g in zip(buffers, grads)``
+    or ``for b in buffers`` (a list of tensors passed in: updating ``b`` updates the input)."""
+    for s in f.stores:
+        it = getattr(s.node, "iter", None)
+        if s.name != name or not s.loop_target or it is None:
+            continue
+        target = s.node.target
+        if type(it) is ast.Name and type(target) is ast.Name:
+            return it.id if it.id in f.params else None
+        if type(it) is ast.Call and type(it.func) is ast.Name and it.func.id == "zip" and type(target) is ast.Tuple:
+            names = [t.id if type(t) is ast.Name else None for t in target.elts]
+            if name in names and names.index(name) < len(it.args):
+                arg = it.args[names.index(name)]
+                return arg.id if type(arg) is ast.Name and arg.id in f.params else None
+    return None
