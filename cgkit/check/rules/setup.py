@@ -786,7 +786,12 @@ def passed_callable_without_warmup(region, ctx):
             where = f"L{passed.call.lineno}" if passed.caller.module is region.module else \
                 f"{passed.caller.module.path}:{passed.call.lineno}"
             what = f"`{passed.target.display}` (passed to `{passed.helper}` at {where}), which runs {needs},"
-            yield found(region.node, what=what)
+            helper_capture = _helper_capture(facts_of(ctx.project, region.scope), region.node, ctx) \
+                if region.scope is not None else None
+            if helper_capture is None:
+                yield found(region.node, what=what)
+            else:  # ``with captured() as g:`` in the helper: the context manager's graph captures it
+                yield found(helper_capture[1], module=helper_capture[0], what=what)
 
 
 def _runs_a_module_forward(facts, call, ctx) -> bool:
