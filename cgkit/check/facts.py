@@ -1023,7 +1023,7 @@ _TENSOR_ONLY_METHODS = frozenset(
     expand_as permute sigmoid relu silu gelu bmm baddbmm addmm new_zeros new_ones new_empty new_full
     new_tensor index_select index_add index_copy index_fill scatter scatter_add scatter_reduce gather narrow
     unflatten type_as detach logsumexp softplus clamp clamp_min clamp_max masked_select nan_to_num float_power
-    addcmul addcdiv lerp long""".split()
+    addcmul addcdiv lerp long norm""".split()
 )
 
 

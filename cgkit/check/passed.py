@@ -278,6 +278,22 @@ def _bound_once(facts, arg) -> list:
     return [stores[0].node.value]
 
 
+def _assigned_in(node, name: str) -> list:
+    """What ``name = value`` binds anywhere in a function's (or a script's) own code, nested blocks
+    (``if __name__ == "__main__":``, ``with``, loops) included, nested functions not."""
+    out = []
+    stack = list(getattr(node, "body", []))
+    while stack:
+        stmt = stack.pop(0)
+        if type(stmt) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            continue
+        if type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == name for t in stmt.targets):
+            out.append(stmt.value)
+        for field in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(stmt, field, []) or [])
+    return out
+
+
 def _iterated_literal(facts, it) -> list | None:
     """The elements a loop takes from a literal: ``(("a", f), ...)`` written in place or bound to a name,
     or a dict literal's ``.items()`` (as key-value pairs) or ``.values()``
@@ -286,8 +302,7 @@ def _iterated_literal(facts, it) -> list | None:
     if type(it) is ast.Call and type(it.func) is ast.Attribute and it.func.attr in ("items", "values") and not it.args:
         method, it = it.func.attr, it.func.value
     if type(it) is ast.Name:
-        body = facts.fref.node.body if type(facts.fref.node) is not ast.Module else []
-        bound = bound_values(body, it.id) or bound_values(facts.module.tree.body, it.id)
+        bound = _assigned_in(facts.fref.node, it.id) or bound_values(facts.module.tree.body, it.id)
         it = bound[-1] if bound else None
     if method is None:
         return list(it.elts) if type(it) in (ast.Tuple, ast.List) else None

@@ -2967,3 +2967,68 @@ def test_an_element_of_an_input_list_updated_in_place_in_a_compiled_loop():
             return [b * scale for b in buffers]
     """
     assert _codes(source, select=["CG510"]) == [(6, "CG510")]
+
+
+def test_cases_bound_in_the_scripts_main_block_and_a_buffer_a_runner_method_writes_in_the_capture():
+    script = """
+        import functools
+        import torch
+
+        CFG = {"width": 2.0}
+
+        def bench(fn):
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                fn()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                out = fn()
+            return g, out
+
+        def case(x):
+            return x * CFG["width"]
+
+        if __name__ == "__main__":
+            x = torch.randn(8, device="cuda")
+            cases = {"scale": functools.partial(case, x)}
+            for name, fn in cases.items():
+                g, out = bench(fn)
+                for w in (1.0, 3.0):
+                    CFG["width"] = w
+                    g.replay()
+    """
+    assert _codes(script, select=["CG404"]) == [(18, "CG404")]
+    runner = """
+        import torch
+
+        class Sampler:
+            def __init__(self, model):
+                self.model = model
+                self.x = torch.zeros(4, 8, device="cuda")
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    self._step()
+                torch.cuda.current_stream().wait_stream(s)
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    self._step()
+
+            def _step(self):
+                self.x.copy_(self.model(self.x).tanh())
+
+            def sample(self):
+                for _ in range(8):
+                    self.graph.replay()
+                return self.x
+
+        def main(model):
+            sampler = Sampler(model)
+            grids = []
+            for _ in range(4):
+                grids.append(sampler.sample())
+            return grids
+    """
+    assert _codes(runner, select=["CG407"]) == [(28, "CG407")]

@@ -1430,11 +1430,16 @@ def _outputs_on_self(region, ctx, around, outputs: set[str]) -> set[str]:
     if not facts.self_name:
         return set()
     attrs = {f"{facts.self_name}.{st.attr}" for st in facts.self_stores if around.start <= st.stmt.lineno <= around.end}
-    for c in facts.calls:  # ``self.static_xy.copy_(xy)`` in the capture: a buffer the graph writes
-        value = c.node.func.value if c.meth == "copy_" else None
-        if around.start <= c.node.lineno <= around.end and type(value) is ast.Attribute and \
-                type(value.value) is ast.Name and value.value.id == facts.self_name:
-            attrs.add(f"{facts.self_name}.{value.attr}")
+    # ``self.static_xy.copy_(xy)`` in the capture, or in the methods of the runner it runs (``self._step()``):
+    # a buffer the graph writes
+    for reached, (lo, hi), _chain in region.reached:
+        if reached.fref.key != facts.fref.key and (reached.cls is not facts.cls or reached.cls is None):
+            continue
+        for c in reached.calls:
+            value = c.node.func.value if c.meth == "copy_" else None
+            if lo <= c.node.lineno <= hi and type(value) is ast.Attribute and \
+                    type(value.value) is ast.Name and value.value.id == reached.self_name:
+                attrs.add(f"{facts.self_name}.{value.attr}")
     for target, stmt in facts.item_stores:  # ``self.outs[n] = self._sample(n)`` in the capture
         base = target.value
         while type(base) is ast.Subscript:
