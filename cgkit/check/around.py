@@ -369,6 +369,7 @@ def _compute_changes(region, ctx) -> dict:
         _setters_in_loops(region, ctx, out)
         for facts in {id(inv.facts): inv.facts for inv in invocations(region, ctx)}.values():
             _per_call_writes(facts, ctx, out)
+            _writes_in_callers_loops(facts, region, ctx, out)
         _runtime_setters(region, ctx, out)
         return out
     if region.scope is None:
@@ -745,6 +746,23 @@ def _writes(sf, between, ctx, out: dict, recapture=None, callees=True, compiled_
                 continue
             _writes_in_callee(facts_of(project, target), (sf.module, c.node), out)
             _writes_further_down(facts_of(project, target), (sf.module, c.node), ctx, out, recapture, {target.key})
+
+
+def _writes_in_callers_loops(facts, region, ctx, out: dict) -> None:
+    """A function that calls the compiled code (``train_epoch``), called in a loop of its file
+    (``for epoch ...: SMOOTH["value"] = ...; train_epoch(...)``): what that loop writes changes between
+    calls of the compiled code."""
+    fref = facts.fref
+    if type(fref.node) is ast.Module:
+        return
+    for caller, call in call_sites(ctx.project, fref.name, fref):
+        if caller.module is not region.module:
+            continue
+        cf = facts_of(ctx.project, caller)
+        loops = [(lp.lineno, lp.end_lineno) for lp in cf.loops if lp.lineno <= call.lineno <= lp.end_lineno]
+        if loops:
+            lo, hi = loops[-1]
+            _writes(cf, lambda line, lo=lo, hi=hi: lo <= line <= hi, ctx, out, callees=False)
 
 
 def _writes_further_down(tf, via, ctx, out: dict, recapture, seen: set, depth: int = 1) -> None:

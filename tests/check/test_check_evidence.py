@@ -3032,3 +3032,27 @@ def test_cases_bound_in_the_scripts_main_block_and_a_buffer_a_runner_method_writ
             return grids
     """
     assert _codes(runner, select=["CG407"]) == [(28, "CG407")]
+
+
+def test_a_setting_changed_in_the_loop_around_the_function_that_calls_the_compiled_code():
+    source = """
+        import torch
+
+        SMOOTH = {"value": 0.001}
+
+        def smooth_loss(logits, target):
+            s = SMOOTH["value"]
+            return torch.nn.functional.binary_cross_entropy_with_logits(logits, target * (1 - s) + 0.5 * s)
+
+        loss_fn = torch.compile(smooth_loss, mode="reduce-overhead")
+
+        def train_epoch(model, xs, ys):
+            for x, y in zip(xs, ys):
+                loss_fn(model(x), y).backward()
+
+        def fit(model, xs, ys):
+            for epoch in range(30):
+                SMOOTH["value"] = 0.001 if epoch < 20 else 0.0
+                train_epoch(model, xs, ys)
+    """
+    assert _codes(source, select=["CG404"]) == [(6, "CG404")]
