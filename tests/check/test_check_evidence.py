@@ -3050,9 +3050,11 @@ def test_a_setting_changed_in_the_loop_around_the_function_that_calls_the_compil
             for x, y in zip(xs, ys):
                 loss_fn(model(x), y).backward()
 
-        def fit(model, xs, ys):
+        def fit(model, opt, xs, ys):
+            opt_step = torch.compile(opt.step, mode="reduce-overhead")  # this function compiles: set-up code
             for epoch in range(30):
                 SMOOTH["value"] = 0.001 if epoch < 20 else 0.0
                 train_epoch(model, xs, ys)
+                opt_step()
     """
     assert _codes(source, select=["CG404"]) == [(6, "CG404")]
