@@ -3058,3 +3058,41 @@ def test_a_setting_changed_in_the_loop_around_the_function_that_calls_the_compil
                 opt_step()
     """
     assert _codes(source, select=["CG404"]) == [(6, "CG404")]
+
+
+def test_outputs_of_a_capture_on_first_call_decorator_kept_by_its_callers():
+    source = """
+        import functools
+        import torch
+
+        def cuda_graphed(method):
+            @functools.wraps(method)
+            def wrapper(self, x):
+                if not hasattr(self, "_g"):
+                    self._x = x.clone()
+                    s = torch.cuda.Stream()
+                    s.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(s):
+                        method(self, self._x)
+                    torch.cuda.current_stream().wait_stream(s)
+                    self._g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(self._g):
+                        static_out = method(self, self._x)
+                    self._out = static_out
+                self._x.copy_(x)
+                self._g.replay()
+                return self._out
+            return wrapper
+
+        class Net:
+            @cuda_graphed
+            def classify(self, x):
+                return x.softmax(-1)
+
+        def run(net, loader):
+            out = []
+            for x in loader:
+                out.append(net.classify(x))
+            return out
+    """
+    assert _codes(source, select=["CG407"]) == [(31, "CG407")]

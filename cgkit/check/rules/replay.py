@@ -1372,6 +1372,10 @@ def output_kept_elsewhere(region, ctx):
             for name, stmt in facts.escapes:
                 if name in kept and any(lo <= stmt.lineno <= hi for lo, hi in loops):
                     yield found(stmt, module=facts.module, what=name)
+    if _returns_output_name(region, ctx, outputs):  # a capturing decorator's wrapper returns the static output
+        for passed in region.passed:
+            if passed.helper.startswith("@"):
+                yield from _kept_by_callers(facts_of(ctx.project, passed.target), ctx)
     attrs = _outputs_on_self(region, ctx, around, outputs)
     if attrs:
         for facts, loops in near.replay_sites(region, ctx):
@@ -1385,6 +1389,20 @@ def output_kept_elsewhere(region, ctx):
                             yield found(c.stmt, module=facts.module, what=kept[0])
             if _returns_output(facts, attrs, views):
                 yield from _kept_by_callers(facts, ctx)
+
+
+def _returns_output_name(region, ctx, outputs: set[str]) -> bool:
+    """The capturing function returns one of the capture's outputs (``return static_out``), or the
+    attribute it keeps one in (``self._out = static_out`` ... ``return self._out``)."""
+    node = region.scope.node if region.scope is not None else None
+    if node is None or type(node) is ast.Module:
+        return False
+    held = set(outputs)
+    for name in outputs:
+        held |= near.kept_in(region, ctx, name)
+    held |= {text_of(t) for a in ast.walk(node) if type(a) is ast.Assign and type(a.value) is ast.Name
+             and a.value.id in outputs for t in a.targets if type(t) is ast.Attribute}
+    return any(type(r) is ast.Return and r.value is not None and text_of(r.value) in held for r in ast.walk(node))
 
 
 def _returns_output(facts, attrs: set[str], views: set[str]) -> bool:
