@@ -78,6 +78,9 @@ def _method_targets(facts, value, attr: str, recv, qual) -> list[FuncRef]:
         method = facts.cls.find_method(attr, project)
         if method is not None:  # and the overrides of the subclasses ``self`` may be an instance of
             return [method, *project.overrides(facts.cls, attr)]
+        implemented = project.overrides(facts.cls, attr)
+        if implemented and attr_kind(facts.cls, attr, project) is None:
+            return implemented  # a mixin calling ``self._infer(x)`` that the classes built on it define
         kind = attr_kind(facts.cls, attr, project)
         return kind_targets(kind, facts, project) if kind is not None else _modules_of_file(facts)
     if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super" and facts.cls is not None:

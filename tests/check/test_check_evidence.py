@@ -3096,3 +3096,26 @@ def test_outputs_of_a_capture_on_first_call_decorator_kept_by_its_callers():
             return out
     """
     assert _codes(source, select=["CG407"]) == [(31, "CG407")]
+
+
+def test_a_mixin_capturing_a_method_that_only_the_class_built_on_it_defines():
+    source = """
+        import torch
+
+        class GraphCacheMixin:
+            def _graph_for(self, x):
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    self._infer(x)
+                torch.cuda.current_stream().wait_stream(s)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    out = self._infer(x)
+                return g, out
+
+        class Locator(GraphCacheMixin):
+            def _infer(self, csi):
+                return torch.unique(csi.argmax(dim=1))
+    """
+    assert _codes(source) == [(17, "CG202")]
