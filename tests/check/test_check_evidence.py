@@ -3119,3 +3119,21 @@ def test_a_mixin_capturing_a_method_that_only_the_class_built_on_it_defines():
                 return torch.unique(csi.argmax(dim=1))
     """
     assert _codes(source) == [(17, "CG202")]
+
+
+def test_keyword_calls_of_graphed_callables_held_on_self():
+    source = """
+        import torch
+
+        class CTR:
+            def __init__(self, cross, deep):
+                self.cross, self.deep = cross, deep
+
+            def graph(self, x0):
+                self.cross_g, self.deep_g = torch.cuda.make_graphed_callables((self.cross, self.deep), ((x0,), (x0,)))
+
+            def train_step(self, x0, mask):
+                c = self.cross_g(x0)
+                return c + self.deep_g(x0, field_mask=mask)
+    """
+    assert _codes(source, select=["CG511"]) == [(12, "CG511")]

@@ -375,6 +375,27 @@ def graphed_callable_keywords(region, ctx):
             if not names and None in returned:  # ``g_cnn, g_head = build()`` of ``return make_graphed_callables((cnn, head), ...)``
                 names = _bound_to(cf, call)
             todo.append((cf, names, call.lineno, depth + 1))
+    yield from _keyword_calls_on_self(region, sf, project)
+
+
+def _keyword_calls_on_self(region, sf, project):
+    """``self.cross_g, self.deep_g = make_graphed_callables(...)``: keyword calls of those attributes in
+    the class's other methods (``self.deep_g(x0, field_mask=m)``)."""
+    stmt = region.stmt
+    if sf.cls is None or not sf.self_name or type(stmt) is not ast.Assign or stmt.value is not region.node:
+        return
+    attrs = {t.attr for t in ast.walk(stmt.targets[0]) if type(t) is ast.Attribute and type(t.value) is ast.Name
+             and t.value.id == sf.self_name}
+    for name, node in sf.cls.methods.items() if attrs else ():
+        facts = facts_of(project, FuncRef(sf.cls.module, node, sf.cls, name))
+        for c in facts.calls:
+            func = c.node.func
+            if type(func) is ast.Attribute and func.attr in attrs and type(func.value) is ast.Name \
+                    and func.value.id == facts.self_name and not (facts is sf and c.node.lineno <= stmt.end_lineno):
+                keywords = [kw.arg for kw in c.node.keywords if kw.arg is not None]
+                if keywords:
+                    yield found(c.node, module=facts.module, what=text_of(func),
+                                keywords=", ".join(f"`{k}=`" for k in keywords))
 
 
 def _bound_to(facts, call) -> set:
