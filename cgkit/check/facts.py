@@ -215,6 +215,12 @@ class Facts:
             return "builtins." + head
         return q
 
+    def loops_binding(self, name: str) -> list[tuple[ast.expr, ast.expr]]:
+        """``(iter, target)`` of each ``for`` loop (or comprehension) that binds ``name``: ``(zip(bs, gs),
+        (b, g))`` for ``for b, g in zip(bs, gs)``."""
+        return [(s.node.iter, s.node.target) for s in self.stores
+                if s.name == name and s.loop_target and getattr(s.node, "iter", None) is not None]
+
     def kind_of_name(self, name: str, at: tuple[int, int] | None = None):
         """The kind of a local name: as last bound before position ``at`` (line, column), or as
         bound at the end of the function when ``at`` is None."""

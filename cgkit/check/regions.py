@@ -514,14 +514,12 @@ def _returned_closures(factory: FuncRef) -> list[FuncRef]:
 def _registry_iterated(facts, name: str) -> str | None:
     """The module-level dict whose functions a loop variable takes: ``fn`` in ``for name, fn in
     STAGES.items()`` or ``for fn in STAGES.values()``."""
-    for s in facts.stores:
-        it = getattr(s.node, "iter", None)
-        if s.name != name or not s.loop_target or type(it) is not ast.Call or type(it.func) is not ast.Attribute:
+    for it, target in facts.loops_binding(name):
+        if type(it) is not ast.Call or type(it.func) is not ast.Attribute:
             continue
         owner = it.func.value
         if type(owner) is not ast.Name or not _top_level_bound(facts.module, owner.id):
             return None
-        target = s.node.target
         if it.func.attr == "values" and type(target) is ast.Name:
             return owner.id
         if it.func.attr == "items" and type(target) is ast.Tuple and len(target.elts) == 2 and \
@@ -589,15 +587,13 @@ def constant_strings(facts, expr) -> list[str]:
         left, right = constant_strings(facts, expr.left), constant_strings(facts, expr.right)
         return [a + b for a in left for b in right]
     if type(expr) is ast.Name:
-        for s in facts.stores:
-            it = getattr(s.node, "iter", None)
-            if s.name == expr.id and s.loop_target:
-                if type(it) is ast.Attribute and type(it.value) is ast.Name and it.value.id == facts.self_name \
-                        and facts.cls is not None:  # ``for st in self.stages`` with ``stages = ("tag", ...)``
-                    it = next((v for c in facts.cls.mro(facts.project) for v in [c.field(it.attr)] if v is not None), None)
-                if type(it) in (ast.Tuple, ast.List) and \
-                        all(type(e) is ast.Constant and isinstance(e.value, str) for e in it.elts):
-                    return [e.value for e in it.elts]
+        for it, _target in facts.loops_binding(expr.id):
+            if type(it) is ast.Attribute and type(it.value) is ast.Name and it.value.id == facts.self_name \
+                    and facts.cls is not None:  # ``for st in self.stages`` with ``stages = ("tag", ...)``
+                it = next((v for c in facts.cls.mro(facts.project) for v in [c.field(it.attr)] if v is not None), None)
+            if type(it) in (ast.Tuple, ast.List) and \
+                    all(type(e) is ast.Constant and isinstance(e.value, str) for e in it.elts):
+                return [e.value for e in it.elts]
         if expr.id in facts.params and not any(s.name == expr.id for s in facts.stores):
             return _strings_passed(facts.fref, expr.id, facts.project)
     return []

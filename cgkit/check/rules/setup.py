@@ -1115,11 +1115,7 @@ def _mutated_argument(c, f):
 def _iterated_param(f, name: str) -> str | None:
     """The parameter whose elements a loop variable takes: ``b`` in ``for b, g in zip(buffers, grads)``
     or ``for b in buffers`` (a list of tensors passed in: updating ``b`` updates the input)."""
-    for s in f.stores:
-        it = getattr(s.node, "iter", None)
-        if s.name != name or not s.loop_target or it is None:
-            continue
-        target = s.node.target
+    for it, target in f.loops_binding(name):
         if type(it) is ast.Name and type(target) is ast.Name:
             return it.id if it.id in f.params else None
         if type(it) is ast.Call and type(it.func) is ast.Name and it.func.id == "zip" and type(target) is ast.Tuple:
