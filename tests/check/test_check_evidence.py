@@ -3137,3 +3137,34 @@ def test_keyword_calls_of_graphed_callables_held_on_self():
                 return c + self.deep_g(x0, field_mask=mask)
     """
     assert _codes(source, select=["CG511"]) == [(12, "CG511")]
+
+
+def test_a_runner_input_replaced_while_graphs_kept_in_a_dict_on_the_runner_replay():
+    source = """
+        import torch
+
+        class Transform:
+            def __init__(self):
+                self.bounds = torch.zeros(8, device="cuda")
+                self.x = torch.zeros(4, 8, device="cuda")
+                self.entries = {}
+
+            def _transform(self, x):
+                return torch.bucketize(x, self.bounds)
+
+            def capture(self):
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    out = self._transform(self.x)
+                self.entries[4] = (g, out)
+
+            def __call__(self, x):
+                g, out = self.entries[4]
+                self.x.copy_(x)
+                g.replay()
+                return out.clone()
+
+            def refresh(self, bounds):
+                self.bounds = torch.as_tensor(bounds, device="cuda")
+    """
+    assert _codes(source, select=["CG405"]) == [(25, "CG405")]

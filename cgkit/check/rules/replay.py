@@ -977,7 +977,8 @@ def runner_input_replaced_by_another_method(region, ctx):
     if around is None or around.facts.self_name is None or around.facts.cls is None or region.scope is None:
         return
     graph = text_of(region.graph_expr) if region.graph_expr is not None else ""
-    if not graph.startswith(f"{around.facts.self_name}."):
+    held = {graph} | (near.kept_in(region, ctx, graph) if graph else set())  # ``self.entries[n] = (g, out)``
+    if not any(name.startswith(f"{around.facts.self_name}.") for name in held):
         return  # a graph local to the capturing method does not outlive it: no other method runs between its replays
     replaying = {facts.fref.name for facts, _spans in near.replay_sites(region, ctx) if facts.cls is around.facts.cls}
     if not replaying:
@@ -1107,7 +1108,7 @@ def module_tensor_replaced_at_run_time(region, ctx):
                     parameter and any(owner_text == m or owner_text.startswith(f"{m}.") for m in models)):
                 if ctx.once(("replaced", id(stmt))):
                     yield found(stmt, module=facts.module, what=f"{owner_text}.{attr}", line=region.line,
-                                how=f"given a new tensor by `{fref.display}()`")
+                                how=f"given a new tensor by `{fref.display}`")
 
 
 def _new_tensor(facts, value) -> bool:
