@@ -3168,3 +3168,26 @@ def test_a_runner_input_replaced_while_graphs_kept_in_a_dict_on_the_runner_repla
                 self.bounds = torch.as_tensor(bounds, device="cuda")
     """
     assert _codes(source, select=["CG405"]) == [(25, "CG405")]
+
+
+def test_a_compiled_function_called_with_rows_a_boolean_mask_selects():
+    source = """
+        import torch
+
+        bonus = torch.compile(lambda obs: (obs ** 2).sum(-1), mode="reduce-overhead")
+
+        def reward_alive(obs, alive):
+            kept = obs[alive]
+            return bonus(kept)
+
+        def reward_recent(obs, age):
+            return bonus(obs[age < 365.0].cuda())
+
+        def reward_all(obs):
+            return bonus(obs)
+    """
+    assert _codes(source, select=["CG206"]) == []  # no evidence that ``alive`` is a mask, or that ``obs`` is a tensor
+    typed = source.replace("def reward_alive(obs, alive):", "def reward_alive(obs: torch.Tensor, alive: torch.Tensor):")
+    typed = typed.replace("kept = obs[alive]", "kept = obs[alive > 0]")
+    typed = typed.replace("def reward_recent(obs, age):", "def reward_recent(obs, age: torch.Tensor):")
+    assert _codes(typed, select=["CG206"]) == [(7, "CG206"), (10, "CG206")]

@@ -280,8 +280,8 @@ def repeat_interleave_no_output_size(c, f):
         code="CG206",
         name="input-shape-changes-between-calls",
         category="dynamic-shape",
-        message="`{what}` changes shape from call to call of the compiled function (its slice bounds change in the loop)",
-        compile_message="`{what}` changes shape from call to call (its slice bounds change in the loop): cudagraph "
+        message="`{what}` changes shape from call to call of the compiled function ({how})",
+        compile_message="`{what}` changes shape from call to call ({how}): cudagraph "
         "trees record a new CUDA graph for each new shape",
         fix="Pad the input to one shape (or a few bucket sizes) and mask the padding, or compile this call without "
         "CUDA graphs (`mode=\"max-autotune-no-cudagraphs\"`, `dynamic=True`).",
@@ -289,7 +289,8 @@ def repeat_interleave_no_output_size(c, f):
         compile="warning",
         what="Checks for a function compiled with CUDA graphs that is called in a loop with a tensor sliced by "
         "bounds the loop changes (`x[:, :t]` with `t` the loop variable, `book[t - w:t]`, a crop box read per "
-        "item), directly or through the names it is bound to. A fixed-width window (`x[i:i + n]`) keeps its "
+        "item), or with rows a boolean mask selects (`obs[alive]`, `X[scores > 0.5]`: as many as the data says), "
+        "directly or through the names it is bound to. A fixed-width window (`x[i:i + n]`) keeps its "
         "shape and is not reported.",
         why="A CUDA graph replays fixed shapes. Called with a new shape, the compiled function is recompiled "
         "once with that dimension dynamic, and from then on cudagraph trees record one more graph for every "
@@ -328,15 +329,50 @@ def input_shape_changes_between_calls(region, ctx):
     if region.klass != "compile":
         return
     for inv in near.invocations(region, ctx):
+        facts, call = inv.facts, inv.call.node
+        args = [*call.args, *(kw.value for kw in call.keywords)]
+        selected = next((m for m in (_mask_selected(facts, a, call.lineno) for a in args) if m is not None), None)
+        if selected is not None:  # ``fn(obs[alive])``: each call brings as many rows as the mask keeps
+            yield found(call, module=facts.module, what=text_of(selected), how="a boolean mask selects its rows")
+            continue
         if not inv.loops:
             continue
-        facts, call = inv.facts, inv.call.node
         loops = [lp for lp in facts.loops if lp.lineno <= call.lineno <= lp.end_lineno]  # the loops around the call
-        for arg in [*call.args, *(kw.value for kw in call.keywords)]:
+        for arg in args:
             sliced = _sliced_per_iteration(facts, arg, loops, call.lineno)
             if sliced is not None:
-                yield found(call, module=facts.module, what=text_of(sliced))
+                yield found(call, module=facts.module, what=text_of(sliced), how="its slice bounds change in the loop")
                 break
+
+
+def _mask_selected(facts, expr, line: int, depth: int = 0):
+    """The mask-indexed subscript an argument is (``obs[alive]``, ``X[sel]`` with ``sel = y > 0``), directly
+    or through the name it was last bound to before ``line``, or None."""
+    if depth > 3 or expr is None:
+        return None
+    t = type(expr)
+    if t is ast.Subscript:
+        parts = expr.slice.elts if type(expr.slice) is ast.Tuple else [expr.slice]
+        if any(type(p) is not ast.Slice and _is_mask(facts, p) for p in parts):
+            return expr
+        return None
+    if t is ast.Call and type(expr.func) is ast.Attribute and expr.func.attr in ("cuda", "to", "contiguous", "float"):
+        return _mask_selected(facts, expr.func.value, line, depth + 1)
+    if t is ast.Name:
+        bound = [s for s in facts.stores if s.name == expr.id and s.node.lineno < line and not s.loop_target
+                 and type(s.node) is ast.Assign]
+        if bound:
+            return _mask_selected(facts, bound[-1].node.value, line, depth + 1)
+    return None
+
+
+def _is_mask(facts, index) -> bool:
+    """A boolean tensor index: a comparison of a tensor, its negation, or a name the checker knows is one."""
+    if type(index) is ast.UnaryOp and type(index.op) is ast.Invert:
+        index = index.operand
+    if type(index) is ast.Compare:
+        return is_tensor(facts.infer(index.left))
+    return facts.infer(index) is MASK
 
 
 def _sliced_per_iteration(facts, expr, loops, line: int, depth: int = 0):
