@@ -3191,3 +3191,24 @@ def test_a_compiled_function_called_with_rows_a_boolean_mask_selects():
     typed = typed.replace("kept = obs[alive]", "kept = obs[alive > 0]")
     typed = typed.replace("def reward_recent(obs, age):", "def reward_recent(obs, age: torch.Tensor):")
     assert _codes(typed, select=["CG206"]) == [(7, "CG206"), (10, "CG206")]
+
+
+def test_indexing_with_a_negated_tensor_or_a_mask_attribute_selects_elements():
+    source = """
+        import torch
+
+        @torch.compile(mode="reduce-overhead")
+        def negatives(sim: torch.Tensor, self_mask: torch.Tensor):
+            return sim[~self_mask]
+
+        class Head(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("keep_mask", torch.ones(8, dtype=torch.bool))
+
+            def forward(self, x):
+                return x[:, self.keep_mask]
+
+        head = torch.compile(Head().cuda(), mode="reduce-overhead")
+    """
+    assert _codes(source, select=["CG203"]) == [(5, "CG203"), (13, "CG203")]

@@ -165,8 +165,12 @@ def boolean_mask_index(item, f):
 
 
 def _named_mask(node) -> bool:
-    """A tensor called ``mask`` (``pad_mask``, ``keep_mask``...): indexing with it selects elements."""
-    return type(node) is ast.Name and "mask" in node.id.lower()
+    """A tensor called ``mask`` (``pad_mask``, ``self.keep_mask``...), or the negation of a tensor
+    (``~self_mask``: ``~`` of an index is a boolean one's): indexing with it selects elements."""
+    if type(node) is ast.UnaryOp and type(node.op) is ast.Invert:
+        return True
+    name = node.id if type(node) is ast.Name else node.attr if type(node) is ast.Attribute else ""
+    return "mask" in name.lower()
 
 
 def _same(a, b) -> bool:
