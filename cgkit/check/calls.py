@@ -146,8 +146,9 @@ def _modules_of_file(facts) -> list[FuncRef]:
 def _callable_objects_of_file(facts) -> list[FuncRef]:
     """An object of unknown type called: the ``__call__`` of the file's class that defines it (one, or one
     hierarchy's); with no such class, the file's modules."""
-    if not any(cls is not facts.cls and "__call__" in cls.methods for cls in facts.module.classes.values()):
-        return _modules_of_file(facts)  # ``for layer in self.layers: x = layer(x)``
+    if not any(cls is not facts.cls and "__call__" in cls.methods for cls in facts.module.classes.values()) or \
+            (facts.cls is not None and facts.cls.is_module(facts.project)):
+        return _modules_of_file(facts)  # ``for layer in self.layers: x = layer(x)``: a module's parts are modules
     return methods_of_file(facts.module, "__call__", facts.project, other_than=facts.cls)
 
 

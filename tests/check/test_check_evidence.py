@@ -3212,3 +3212,34 @@ def test_indexing_with_a_negated_tensor_or_a_mask_attribute_selects_elements():
         head = torch.compile(Head().cuda(), mode="reduce-overhead")
     """
     assert _codes(source, select=["CG203"]) == [(5, "CG203"), (13, "CG203")]
+
+
+def test_the_parts_of_a_module_called_in_a_loop_are_modules_not_another_classes_call():
+    source = """
+        import torch
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.levels = torch.nn.ModuleList([
+                    torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU()) for _ in range(3)])
+
+            def forward(self, x):
+                for lvl, enc in enumerate(self.levels):
+                    x = enc(x)
+                return x
+
+        class Inferencer:
+            def __init__(self, net):
+                self.net = net
+                self.x = torch.zeros(4, 8, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    self.out = self.net(self.x)
+
+            def __call__(self, x):
+                self.x.copy_(x)
+                self.graph.replay()
+                return self.out.cpu()
+    """
+    assert [c for c in _codes(source) if c[1] == "CG102"] == []
