@@ -3243,3 +3243,41 @@ def test_the_parts_of_a_module_called_in_a_loop_are_modules_not_another_classes_
                 return self.out.cpu()
     """
     assert [c for c in _codes(source) if c[1] == "CG102"] == []
+
+
+def test_int_of_a_cpu_constant_and_a_compiled_function_handing_back_its_input():
+    captured = """
+        import torch
+
+        C = torch.tensor([[0, 0], [1, 0], [0, 1]])
+
+        class LBM:
+            def __init__(self):
+                self.f = torch.zeros(3, 8, 8, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    self.step()
+
+            def step(self):
+                for q in range(3):
+                    cx, cy = int(C[q, 0]), int(C[q, 1])
+                    self.f[q] = torch.roll(self.f[q], shifts=(cx, cy), dims=(0, 1))
+    """
+    assert _codes(captured, select=["CG103"]) == []
+    compiled = """
+        import torch
+
+        @torch.compile(mode="reduce-overhead")
+        def push_(hist, obs):
+            hist.copy_(torch.cat([hist[:, 1:], obs[:, None]], dim=1))
+            return hist
+
+        def run(obs_stream, hist):
+            for obs in obs_stream:
+                hist = push_(hist, obs)
+            return hist
+    """
+    assert _codes(compiled, select=["CG407"]) == []
+    graph_output = compiled.replace("    return hist\n\n", "    return hist * 1\n\n", 1)
+    assert graph_output != compiled
+    assert _codes(graph_output, select=["CG407"]) == [(10, "CG407")]

@@ -1596,8 +1596,8 @@ def _not_graph_held(facts, e, depth: int = 0) -> bool:
         return type(elt) is ast.Subscript and type(elt.value) is ast.Name and elt.value.id not in facts.params \
             and not any(s.name == elt.value.id for s in facts.stores)
     if t is ast.Name:
-        if e.id in facts.params:
-            return False
+        if e.id in facts.params:  # the caller's own tensor handed back (``hist.copy_(...); return hist``)
+            return depth == 0 and not any(s.name == e.id for s in facts.stores)
         stores = [s for s in facts.stores if s.name == e.id and type(s.node) is ast.Assign]
         if not stores:  # a module-level constant (``FS``)
             return not any(s.name == e.id for s in facts.stores)

@@ -154,7 +154,8 @@ _TO_SCALAR = {"builtins.bool": "bool()", "builtins.int": "int()", "builtins.floa
 )
 def tensor_to_python_scalar(c, f):
     node = c.node
-    if node.args and is_tensor(f.infer(node.args[0])):
+    kind = f.infer(node.args[0]) if node.args else None
+    if is_tensor(kind) and kind is not CPU:  # ``int(C[q, 0])`` of a CPU constant table waits for no GPU
         yield found(node, c.stmt, what=_TO_SCALAR[c.qual])
 
 
