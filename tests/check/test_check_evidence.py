@@ -3281,3 +3281,23 @@ def test_int_of_a_cpu_constant_and_a_compiled_function_handing_back_its_input():
     graph_output = compiled.replace("    return hist\n\n", "    return hist * 1\n\n", 1)
     assert graph_output != compiled
     assert _codes(graph_output, select=["CG407"]) == [(10, "CG407")]
+
+
+def test_list_indexes_from_a_tuple_store_or_a_method_that_returns_a_list():
+    source = """
+        import torch
+
+        class Head:
+            def __init__(self, solid, score_thr=0.05, classes=None):
+                self.score_thr, self.keep = score_thr, list(classes or range(15))
+                self.boundary = self._boundary_nodes(solid)
+                self.f = torch.zeros(9, 64, device="cuda")
+                self.g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.g):
+                    self.out = self.f[:, self.keep] + self.f[:, self.boundary]
+
+            @staticmethod
+            def _boundary_nodes(solid):
+                return solid.flatten().nonzero().squeeze(1).tolist()
+    """
+    assert _codes(source, select=["CG303"]) == [(10, "CG303"), (10, "CG303")]

@@ -238,13 +238,36 @@ def _bound_to_lists(index, f) -> bool:
             method = facts_of(f.project, FuncRef(f.cls.module, node, f.cls, name))
             for store in method.self_stores:
                 if store.attr == index.attr:
-                    value = store.value
+                    value = _stored_element(store)
                     if name == "__init__" and type(value) is ast.Name and value.id in method.params:
                         value = _passed_list(f.cls, node, value.id, f.project)
+                    elif _returns_lists(f.cls, value):  # ``self.boundary = self._boundary_nodes(solid)``
+                        value = ast.List(elts=[], ctx=ast.Load())
                     values.append(value)
     else:
         return False
     return bool(values) and all(v is not None and _is_list(v) for v in values)
+
+
+def _stored_element(store):
+    """The value a store gives its attribute: the matching element of ``self.a, self.b = x, list(y)``."""
+    value, stmt = store.value, store.stmt
+    targets = getattr(stmt, "targets", None)
+    if type(value) is ast.Tuple and targets and type(targets[0]) is ast.Tuple and len(targets[0].elts) == len(value.elts):
+        for target, element in zip(targets[0].elts, value.elts, strict=True):
+            if type(target) is ast.Attribute and target.attr == store.attr:
+                return element
+    return value
+
+
+def _returns_lists(cls, value) -> bool:
+    """``self.<method>(...)`` of the class whose every return is a list (``return ....tolist()``)."""
+    if type(value) is not ast.Call or type(value.func) is not ast.Attribute or type(value.func.value) is not ast.Name:
+        return False
+    node = cls.methods.get(value.func.attr)
+    returns = [r.value for r in ast.walk(node) if type(r) is ast.Return] if node is not None else []
+    return bool(returns) and all(r is not None and (_is_list(r) or (type(r) is ast.Call and type(r.func) is ast.Attribute
+                                                                  and r.func.attr == "tolist")) for r in returns)
 
 
 def _passed_list(cls, init, param: str, project):
