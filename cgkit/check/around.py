@@ -954,22 +954,25 @@ def _literal_store(facts, stmt, attr: str | None = None) -> bool:
         return False
     if type(value) is ast.Name and value.id in facts.param_nodes:
         return value.id in facts.scalar_params
-    if type(value) is ast.Subscript:  # ``self.LEVELS[level]`` with ``LEVELS = {"low": 0.3, ...}``
-        table = _table_of(facts, value.value)
-        return table is not None and bool(table.values) and all(scalar_literal(v) for v in table.values)
+    if type(value) is ast.Subscript:  # ``self.LEVELS[level]`` with ``LEVELS = {"low": 0.3, ...}``, ``WAVELENGTHS[i]``
+        entries = _table_of(facts, value.value)
+        return bool(entries) and all(scalar_literal(v) for v in entries)
     return scalar_literal(value)
 
 
-def _table_of(facts, expr) -> ast.Dict | None:
-    """The dict literal a class-body (``self.LEVELS``) or module-level (``LEVELS``) name is bound to."""
+def _table_of(facts, expr) -> list | None:
+    """The entries of the dict, list or tuple literal a class-body (``self.LEVELS``) or module-level
+    (``LEVELS``) name is bound to."""
+    value = None
     if type(expr) is ast.Attribute and type(expr.value) is ast.Name and expr.value.id == facts.self_name \
             and facts.cls is not None:
         value = next((v for c in facts.cls.mro(facts.project) for v in [c.field(expr.attr)] if v is not None), None)
-        return value if type(value) is ast.Dict else None
-    if type(expr) is ast.Name:
+    elif type(expr) is ast.Name:
         bound = bound_values(facts.module.tree.body, expr.id)
-        return bound[-1] if bound and type(bound[-1]) is ast.Dict else None
-    return None
+        value = bound[-1] if bound else None
+    if type(value) is ast.Dict:
+        return list(value.values)
+    return list(value.elts) if type(value) in (ast.List, ast.Tuple) else None
 
 
 def initial_literal(read, ctx) -> bool:

@@ -3301,3 +3301,28 @@ def test_list_indexes_from_a_tuple_store_or_a_method_that_returns_a_list():
                 return solid.flatten().nonzero().squeeze(1).tolist()
     """
     assert _codes(source, select=["CG303"]) == [(10, "CG303"), (10, "CG303")]
+
+
+def test_a_setting_picked_from_a_module_level_list_of_numbers_is_a_python_value():
+    source = """
+        import torch
+
+        WAVELENGTHS = (0.75e-3, 1.0e-3, 1.25e-3)
+
+        class D2NN(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.wavelength = WAVELENGTHS[1]
+
+            def forward(self, x):
+                lam = self.wavelength
+                return x * lam
+
+        def train(model, loader):
+            model.forward = torch.compile(model.forward, mode="reduce-overhead")
+            for step, x in enumerate(loader):
+                model.wavelength = WAVELENGTHS[step % 3]
+                model(x)
+    """
+    assert _codes(source, select=["CG404"]) == [(11, "CG404")]
+    assert _codes(source.replace("WAVELENGTHS[step % 3]", "choose(step)"), select=["CG404"]) == []
