@@ -3326,3 +3326,32 @@ def test_a_setting_picked_from_a_module_level_list_of_numbers_is_a_python_value(
     """
     assert _codes(source, select=["CG404"]) == [(11, "CG404")]
     assert _codes(source.replace("WAVELENGTHS[step % 3]", "choose(step)"), select=["CG404"]) == []
+
+
+def test_a_graph_made_once_and_captured_again_by_a_method_that_recaptures():
+    source = """
+        import torch
+
+        class Cueing:
+            def __init__(self):
+                self.x = torch.zeros(8, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+
+            def capture(self):
+                with torch.cuda.graph(self.graph):
+                    self.y = self.x * 2
+
+            def switch_vehicle(self, profile):
+                self.profile = profile
+                self.capture()
+
+        def main():
+            c = Cueing()
+            c.capture()
+            c.switch_vehicle("truck")
+    """
+    assert _codes(source, select=["CG509"]) == [(9, "CG509")]
+    # A fresh graph for each capture is fine.
+    fresh = source.replace("            def capture(self):\n", "            def capture(self):\n                self.graph = torch.cuda.CUDAGraph()\n")
+    assert fresh != source
+    assert _codes(fresh, select=["CG509"]) == []

@@ -1019,6 +1019,15 @@ def graph_object_reused(region, ctx):
             ):
                 yield found(graph, what=name, line=rs)
                 return
+    if type(graph) is ast.Attribute and not stores and not _reset_between(sf, name, 0, 1 << 30):
+        # ``self.graph`` made once (in ``__init__``) and captured by a method the class runs again
+        # (``switch_vehicle()`` calls ``capture()`` a second time)
+        scope = region.scope
+        sites = [(fref, call) for fref, call in call_sites(ctx.project, scope.name, scope)
+                 if fref.module is region.module and type(call.func) is ast.Attribute and type(call.func.value) is ast.Name]
+        again = [fref for fref, _call in sites if fref.cls is scope.cls and fref.name != "__init__"]
+        if len(sites) >= 2 and again:
+            yield found(graph, what=name, line=rs)
 
 
 def _exclusive(a, b) -> bool:
