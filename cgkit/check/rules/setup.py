@@ -958,7 +958,8 @@ def _runs_before_yield(stream_with) -> bool:
         fix="Create a new `torch.cuda.CUDAGraph()` for each capture, or call `{what}.reset()` before capturing again.",
         compile=None,
         what="Checks for a `CUDAGraph` object captured twice (two `torch.cuda.graph(g)` blocks, or one "
-        "inside a loop) without `reset()` or a new object in between.",
+        "inside a loop, or a `self.graph` made once and captured by a method its class calls again) without "
+        "`reset()` or a new object in between.",
         why="A `CUDAGraph` holds one captured graph. Capturing into an object that already owns one is "
         "an error; capturing in a loop also re-records work each iteration, which defeats the purpose "
         "of a graph.",
