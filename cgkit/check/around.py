@@ -359,13 +359,14 @@ def changes_between(region, ctx) -> dict[tuple, list[Change]]:
 def _compute_changes(region, ctx) -> dict:
     out: dict[tuple, list[Change]] = {}
     project = ctx.project
+    graphed = frozenset(root.key for root in region.roots)
     if region.klass == "compile":
         for inv in invocations(region, ctx):
             if inv.loops:
                 loops = inv.loops
                 called = {_text(inv.call.node.func)} - {None}  # ``model.horizon = h; model(x)``: its object
                 _writes(inv.facts, lambda line, loops=loops: any(lo <= line <= hi for lo, hi in loops), ctx, out,
-                        compiled_objects=called)
+                        compiled_objects=called, graphed=graphed)
         _setters_in_loops(region, ctx, out)
         for facts in {id(inv.facts): inv.facts for inv in invocations(region, ctx)}.values():
             _per_call_writes(facts, ctx, out)
@@ -379,15 +380,16 @@ def _compute_changes(region, ctx) -> dict:
         _writes(near.facts, near.between_replays, ctx, out)
     else:  # make_graphed_callables: the graphed callables run below the graphing call
         end = region.stmt.end_lineno
-        graphed = {_text(t) for t in region.targets} | set(compiled_names(region))  # ``enc, head = mgc((enc, head), ...)``
+        names = {_text(t) for t in region.targets} | set(compiled_names(region))  # ``enc, head = mgc((enc, head), ...)``
         _writes(facts_of(project, region.scope), lambda line: line > end, ctx, out,
-                compiled_objects=frozenset(graphed - {None}))
+                compiled_objects=frozenset(names - {None}), graphed=graphed)
     for passed in region.passed:  # a capture helper: its callers run on after it returns the graph
         end = passed.call.end_lineno
         _writes(facts_of(project, passed.caller), lambda line, end=end: line > end, ctx, out)
         if passed.helper.startswith("@"):  # a capturing decorator: each later call of the function replays
-            for fref, _call in call_sites(project, passed.target.name, passed.target):
-                _writes(facts_of(project, fref), lambda line: True, ctx, out, recapture=passed.target)
+            for fref, call in call_sites(project, passed.target.name, passed.target):
+                cf = facts_of(project, fref)
+                _writes(cf, _after_first_call(cf, call), ctx, out, recapture=passed.target)
     rs, re_ = region.stmt.lineno, region.stmt.end_lineno
     for facts, loops in replay_sites(region, ctx):  # a runner: the code that runs between its replays
         same = region.scope is not None and facts.fref.key == region.scope.key
@@ -406,6 +408,17 @@ def _compute_changes(region, ctx) -> dict:
     return out
 
 
+def _after_first_call(facts, call):
+    """Which lines of a caller run between two calls of a replaying function: any line of a function (it
+    may be called again), but in the script's own code, which runs once, only the lines below the call
+    and the loops around it (``RANGE = 350.0`` at the top of the file is its first value, not a change)."""
+    if type(facts.fref.node) is not ast.Module:
+        return lambda line: True
+    loops = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= call.lineno <= lp.end_lineno]
+    start = min([call.lineno] + [lo for lo, _hi in loops])
+    return lambda line: line >= start
+
+
 # Methods that build or restore an object: what they set is its starting state, not a change.
 _CONSTRUCTION = frozenset(("__init__", "__post_init__", "__new__", "__setstate__", "load_state_dict", "reset_parameters"))
 
@@ -420,12 +433,17 @@ def _runtime_setters(region, ctx, out: dict) -> None:
     reads = reads_in_region(region, ctx)
     attrs = {read.key[1] for read in reads if read.key[0] == "attr"}
     entries = {read.key for read in reads if read.key[0] == "global_item" and read.key[1] == region.module.path}
-    if not attrs and not entries:
+    steps = region.klass == "manual" and bool(optimizer_steps(region))  # a captured optimizer step
+    # The functions that replay judge their own writes (those between two replays) elsewhere.
+    replaying = {f.fref.key for f, _loops in [*replay_sites(region, ctx), *_replay_method_callers(region, ctx)]} \
+        if steps else set()
+    if not attrs and not entries and not steps:
         return
     dicts = {key[2] for key in entries}
     for fref in functions_of(region.module):
         text = source_of(fref)
-        if not assigns_attribute(text, attrs) and not any(f"{name}[" in text for name in dicts):
+        if not assigns_attribute(text, attrs) and not any(f"{name}[" in text for name in dicts) and \
+                not (steps and "param_groups" in text):
             continue
         after = lines_after_capture(fref, region, ctx)
         if after is None:
@@ -436,18 +454,30 @@ def _runtime_setters(region, ctx, out: dict) -> None:
             key = ("global_item", facts.module.path, *entry) if entry is not None else None
             if key in entries:
                 out.setdefault(key, []).append(Change(facts.module, stmt, literal=_literal_store(facts, stmt)))
+            group = group_key(facts, target) if steps and stmt.lineno > after and fref.key not in replaying else None
+            if group is not None:  # ``def decay(self): for g in self.opt.param_groups: g["lr"] *= 0.5``
+                out.setdefault(("group", group), []).append(Change(facts.module, stmt))
         for store in facts.self_stores if facts.cls is not None else ():
             if store.attr in attrs and store.stmt.lineno > after and not is_tensor(store.kind) \
                     and type(store.kind) is not tuple and not _initial_constant(facts.cls, store, project):
                 out.setdefault(("attr", store.attr), []).append(
                     Change(facts.module, store.stmt, facts.cls, literal=_literal_store(facts, store.stmt, store.attr)))
         for owner, attr, stmt in [*facts.attr_stores, *facts.held_stores]:
-            if stmt.lineno <= after or configured_here(facts, owner, stmt, region):
+            if stmt.lineno <= after or configured_here(facts, owner, stmt, region) or _autograd_context(facts, owner):
                 continue
             if attr in attrs and _python_value(facts, stmt):
                 cls = (instance_class(facts, facts.infer(owner)) or _isinstance_class(facts, owner, stmt)) \
                     if type(owner) is ast.Name else None
                 out.setdefault(("attr", attr), []).append(Change(facts.module, stmt, cls, literal=_literal_store(facts, stmt)))
+
+
+def _autograd_context(facts, owner) -> bool:
+    """``ctx`` of a custom autograd function's ``forward``/``backward``: a new object for each call, whose
+    attributes (``ctx.p = p``) are no setting of anything the graph reads."""
+    node = facts.fref.node
+    return type(owner) is ast.Name and facts.cls is not None and facts.fref.name in ("forward", "backward", "setup_context") \
+        and bool(node.args.args) and owner.id == node.args.args[0].arg \
+        and any(getattr(d, "id", None) == "staticmethod" for d in node.decorator_list)
 
 
 def assigns_attribute(text: str, attrs) -> bool:
@@ -697,11 +727,13 @@ def _compute_replay_sites(region, ctx) -> list:
     return out
 
 
-def _writes(sf, between, ctx, out: dict, recapture=None, callees=True, compiled_objects=frozenset()) -> None:
+def _writes(sf, between, ctx, out: dict, recapture=None, callees=True, compiled_objects=frozenset(),
+            graphed=frozenset()) -> None:
     """The writes ``between(line)`` selects in ``sf`` (and, with ``callees``, the callees it calls there).
     ``recapture``: the capturing function; a call of it captures again, so what it sets is not a change
     under the old graph. ``compiled_objects``: names the compiled callable is called through, whose
-    attributes are its own even where their class is unknown."""
+    attributes are its own even where their class is unknown. ``graphed``: the keys of the functions the
+    graphed or compiled callable runs; a call of one between replays runs the graph, not their Python."""
     project = ctx.project
     is_module = type(sf.fref.node) is ast.Module
     for s in sf.stores:
@@ -713,7 +745,7 @@ def _writes(sf, between, ctx, out: dict, recapture=None, callees=True, compiled_
         if is_module or s.name in sf.global_names:
             out.setdefault(("global", sf.module.path, s.name), []).append(change)
     for owner, attr, stmt in sf.attr_stores:
-        if between(stmt.lineno) and _python_value(sf, stmt):
+        if between(stmt.lineno) and _python_value(sf, stmt) and not _autograd_context(sf, owner):
             cls = instance_class(sf, sf.infer(owner)) or _isinstance_class(sf, owner, stmt)
             if cls is not None or held_by_self(owner, sf) or owner.id in compiled_objects or _module_part(sf, owner, stmt):
                 # ``for layer in self.layers: layer.flag = ...``; ``model.horizon = h`` before ``model(x)``
@@ -742,10 +774,11 @@ def _writes(sf, between, ctx, out: dict, recapture=None, callees=True, compiled_
             out.setdefault(("scheduler",), []).append(Change(sf.module, c.node))
             continue
         for target in ctx.resolve(sf, c):
-            if recapture is not None and target.key == recapture.key:
+            if (recapture is not None and target.key == recapture.key) or target.key in graphed:
                 continue
             _writes_in_callee(facts_of(project, target), (sf.module, c.node), out)
-            _writes_further_down(facts_of(project, target), (sf.module, c.node), ctx, out, recapture, {target.key})
+            _writes_further_down(facts_of(project, target), (sf.module, c.node), ctx, out, recapture,
+                                 {target.key, *graphed})
 
 
 def _writes_in_callers_loops(facts, region, ctx, out: dict) -> None:

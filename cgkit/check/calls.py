@@ -41,6 +41,9 @@ def resolve_call(facts, call, names: dict[str, str] | None = None) -> list[FuncR
         kind = facts.kind_of_name(name)
         if kind is not None:
             return kind_targets(kind, facts, project)
+        aliased = _callables_named(facts, name, call.node.lineno)
+        if aliased:  # ``body = extra_body or self.body`` ... ``body()``; a callable its callers pass
+            return aliased
         if name in facts.params and not any(s.name == name for s in facts.stores):
             return _modules_of_file(facts)  # ``model(x)`` of an untyped parameter
         if held_by_self(func, facts) and facts.kind_of_name(name) is None:  # ``for cb in self.hooks: cb(x)``
@@ -71,6 +74,16 @@ def resolve_call(facts, call, names: dict[str, str] | None = None) -> list[FuncR
     return []
 
 
+def _callables_named(facts, name: str, line: int) -> list[FuncRef]:
+    """The functions a local name of no known kind holds where it is called, when one assignment above
+    the call binds it (``body = extra_body or self.body``: either operand that can be resolved; what
+    callers pass for a parameter is the business of :mod:`cgkit.check.passed`, per capture helper)."""
+    stores = [s for s in facts.stores if s.name == name]
+    if len(stores) != 1 or type(stores[0].node) is not ast.Assign or stores[0].loop_target or stores[0].node.lineno >= line:
+        return []  # unbound here, or bound in several places (branches this walk does not tell apart)
+    return resolve_callable(facts, stores[0].node.value, line, facts.project)
+
+
 def _method_targets(facts, value, attr: str, recv, qual) -> list[FuncRef]:
     """What ``value.attr(...)`` runs."""
     project = facts.project
@@ -90,6 +103,11 @@ def _method_targets(facts, value, attr: str, recv, qual) -> list[FuncRef]:
                 if method is not None:
                     return [method]
         return []
+    if attr == "apply":  # ``MyFn.apply(x, w)``: a custom autograd function runs its forward
+        function = facts.module.resolve_expr(value, project, facts.local_imports) if type(value) is ast.Name else None
+        if isinstance(function, ClassIndex) and function.is_autograd_function(project):
+            forward = function.find_method("forward", project)
+            return [forward] if forward is not None else []
     owner = recv if qual is None else None
     if owner is None and qual is None:
         owner = facts.infer(value)
@@ -185,6 +203,7 @@ def walk(region, project, scan, emit) -> list:
         caller_step = {**_step(passed.caller, None), "line": passed.call.lineno}
         chain = [caller_step, _step(passed.target, passed.call.lineno)]
         queue.append(_Visit(passed.target, None, chain))
+    runs_backward = _runs_backward(region, project)
     head = 0
     while head < len(queue):
         fref, span, chain, inputs, names = queue[head]
@@ -209,7 +228,12 @@ def walk(region, project, scan, emit) -> list:
             line = call.node.lineno
             if not (lo <= line <= hi):
                 continue
-            for target in resolve_call(facts, call, names):
+            targets = resolve_call(facts, call, names)
+            if targets and _is_apply(call) and runs_backward:  # its backward is captured as well
+                targets = [*targets, *_backward_of(targets[0], project)]
+            for target in targets:
+                if _applied_elsewhere(call, facts, target, region):
+                    continue
                 passed_names = _names_passed(call.node, target)
                 if (target.key, None, tuple(sorted(passed_names.items()))) in seen:
                     continue
@@ -217,6 +241,39 @@ def walk(region, project, scan, emit) -> list:
                 queue.append(_Visit(target, None, [*chain, _step(target, line)],
                                     _inputs_passed(call.node, target, inputs, facts), passed_names))
     return reached
+
+
+def _is_apply(call) -> bool:
+    return type(call.node.func) is ast.Attribute and call.node.func.attr == "apply"
+
+
+def _backward_of(forward: FuncRef, project) -> list[FuncRef]:
+    """The ``backward`` of the custom autograd function whose ``forward`` this is."""
+    if forward.name != "forward" or forward.cls is None or not forward.cls.is_autograd_function(project):
+        return []
+    backward = forward.cls.find_method("backward", project)
+    return [backward] if backward is not None else []
+
+
+def _runs_backward(region, project) -> bool:
+    """The capture records the backward pass too: ``make_graphed_callables`` graphs both, and a captured
+    training step calls ``loss.backward()`` (or ``torch.autograd.grad``) between its lines."""
+    if region.kind in ("make_graphed_callables", "te.make_graphed_callables"):
+        return True
+    if region.span is None or region.scope is None:
+        return False
+    lo, hi = region.span
+    return any(lo <= c.node.lineno <= hi and (c.meth == "backward" or c.qual == "torch.autograd.grad")
+               for c in facts_of(project, region.scope).calls)
+
+
+def _applied_elsewhere(call, facts, target: FuncRef, region) -> bool:
+    """``Fn.apply(...)`` of a custom autograd function in another file than the capture: a library's
+    fused operation (Transformer Engine's attention, routers), whose forward is followed only where
+    the captured script itself applies it. Inside a library such a forward holds configuration-dependent
+    paths (context parallelism, debug printing) that the capture in view does not take."""
+    return _is_apply(call) and facts.module is not region.module \
+        and target.cls is not None and target.cls.is_autograd_function(facts.project)
 
 
 # The region's own function: each of its parameters holds an input of the compiled or graphed callable.

@@ -819,7 +819,9 @@ def _h_namedexpr(f: Facts, n) -> None:
 
 
 def _h_comprehension(f: Facts, n) -> None:
-    f._store_target(n.target, None, f._stmt, loop_target=True, at=(f._stmt.lineno, f._stmt.col_offset))
+    # ``[make_graphed_callables(layer, ...) for layer in self.layers]``: a layer of the ModuleList's class
+    kind = element_kind(f.infer(n.iter)) if type(n.target) is ast.Name else None
+    f._store_target(n.target, kind, f._stmt, loop_target=True, at=(f._stmt.lineno, f._stmt.col_offset))
 
 
 _HANDLERS = {
@@ -1069,6 +1071,10 @@ def _makes_tensor(value) -> bool:
 def argument_kinds(facts, node: ast.Call, target: FuncRef) -> dict:
     """Kinds of the arguments at a call, keyed by the callee's parameter names."""
     params = target.positional_params
+    if type(node.func) is ast.Attribute and node.func.attr == "apply" and params and params[0] == "ctx":
+        if target.name != "forward":
+            return {}  # the backward an ``apply`` leads to gets the gradients, not these arguments
+        params = params[1:]  # ``MyFn.apply(x, w)`` fills ``forward(ctx, x, w)`` after the context
     out = {}
     for i, arg in enumerate(node.args):
         if type(arg) is ast.Starred or i >= len(params):

@@ -294,23 +294,63 @@ def _assigned_in(node, name: str) -> list:
     return out
 
 
-def _iterated_literal(facts, it) -> list | None:
+def _iterated_literal(facts, it, depth: int = 0) -> list | None:
     """The elements a loop takes from a literal: ``(("a", f), ...)`` written in place or bound to a name,
-    or a dict literal's ``.items()`` (as key-value pairs) or ``.values()``
-    (``cases = {"netvlad": partial(netvlad, ...)}; for name, case in cases.items()``)."""
+    or a dict's ``.items()`` (as key-value pairs) or ``.values()``, the dict a literal
+    (``cases = {"netvlad": partial(netvlad, ...)}; for name, case in cases.items()``) or filled entry by
+    entry (``cases[f"cls{res}"] = partial(...)``), here or by the callers that pass it; through
+    ``sorted(...)``, ``list(...)`` and ``reversed(...)``."""
+    while type(it) is ast.Call and type(it.func) is ast.Name and it.func.id in ("sorted", "list", "reversed", "tuple") \
+            and it.args:
+        it = it.args[0]
     method = None
     if type(it) is ast.Call and type(it.func) is ast.Attribute and it.func.attr in ("items", "values") and not it.args:
         method, it = it.func.attr, it.func.value
+    pairs = None
     if type(it) is ast.Name:
-        bound = _assigned_in(facts.fref.node, it.id) or bound_values(facts.module.tree.body, it.id)
+        name = it.id
+        bound = _assigned_in(facts.fref.node, name) or bound_values(facts.module.tree.body, name)
         it = bound[-1] if bound else None
+        if method is not None:
+            pairs = _entries_stored(facts, name) if _empty_dict(it) else None
+            if it is None and pairs is None and depth < 1:
+                return _passed_dict(facts, name, method, depth)
     if method is None:
         return list(it.elts) if type(it) in (ast.Tuple, ast.List) else None
-    if type(it) is not ast.Dict or any(k is None for k in it.keys):
-        return None
+    if pairs is None:
+        if type(it) is not ast.Dict or any(k is None for k in it.keys):
+            return None
+        pairs = list(zip(it.keys, it.values, strict=True))
     if method == "values":
-        return list(it.values)
-    return [ast.Tuple(elts=[k, v], ctx=ast.Load()) for k, v in zip(it.keys, it.values, strict=True)]
+        return [v for _k, v in pairs]
+    return [ast.Tuple(elts=[k, v], ctx=ast.Load()) for k, v in pairs]
+
+
+def _empty_dict(value) -> bool:
+    return (type(value) is ast.Dict and not value.keys) or (
+        type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "dict" and not value.args
+        and not value.keywords)
+
+
+def _entries_stored(facts, name: str) -> list | None:
+    """``(key, value)`` of each ``name[key] = value`` of the function; None when there is none."""
+    pairs = [(target.slice, stmt.value) for target, stmt in facts.item_stores
+             if type(target.value) is ast.Name and target.value.id == name and type(stmt) is ast.Assign]
+    return pairs or None
+
+
+def _passed_dict(facts, param: str, method: str, depth: int) -> list | None:
+    """The entries of the dict the callers pass for ``param`` (``bench_cases(cases)``)."""
+    fref = facts.fref
+    if type(fref.node) is ast.Module or param not in fref.positional_params:
+        return None
+    out: list = []
+    for caller, call in call_sites(facts.project, fref.name, fref):
+        arg = argument_for(call, fref.positional_params, param)
+        if arg is not None:
+            call_ = ast.Call(func=ast.Attribute(value=arg, attr=method, ctx=ast.Load()), args=[], keywords=[])
+            out += _iterated_literal(facts_of(facts.project, caller), call_, depth + 1) or []
+    return out or None
 
 
 def _resolve(project, caller: FuncRef, call, arg, helper: str, slot: str, helper_warms: bool) -> list[Passed]:

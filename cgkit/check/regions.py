@@ -323,7 +323,7 @@ class _Finder:
                         region.roots = self._resolve_targets(region.targets, scope, stmt.lineno)
                         if not region.roots:  # ``tuple(layers)``, ``(enc, head)`` of untyped modules
                             for target_expr in region.targets:
-                                region.roots += [r for r in self._modules_compiled_here(target_expr) if r not in region.roots]
+                                region.roots += [r for r in self._modules_compiled_here(target_expr, scope) if r not in region.roots]
                             region.roots_guessed = bool(region.roots)
                         # Graphed callables are called with tensors: the parameters every call
                         # fills are tensors (those with defaults may keep them).
@@ -342,7 +342,7 @@ class _Finder:
         if target is not None:
             region.targets = [target]
             region.roots = self._resolve_targets([target], scope, stmt.lineno) or self._decorated_with(scope, target) \
-                or self._passed_in(scope, target) or self._modules_compiled_here(target)
+                or self._passed_in(scope, target) or self._modules_compiled_here(target, scope)
             alias = _assigned_name(stmt) if getattr(stmt, "value", None) is node else None
             for root in region.roots if alias else ():
                 if alias != root.name:  # ``self.td_fn(obs, ...)`` calls ``_td_target`` under another name
@@ -389,9 +389,10 @@ class _Finder:
                 out += [f for f in resolve_callable(facts, arg, call.lineno, self.project) if f not in out]
         return out
 
-    def _modules_compiled_here(self, target) -> list[FuncRef]:
+    def _modules_compiled_here(self, target, scope: FuncRef) -> list[FuncRef]:
         """A compiled target the checker cannot type (``model.forward`` of a parameter, ``m`` from a
-        dict of modules): the forwards of the modules this file defines are what it compiles."""
+        dict of modules): the forwards of the modules this file defines are what it compiles, other than
+        the class whose method compiles it (a module graphing its parts is not one of them)."""
         target = module_itself(target)
         if type(target) in (ast.Lambda, ast.Call, ast.Constant):
             return []
@@ -401,7 +402,7 @@ class _Finder:
             if any(target.attr in cls.methods for cls in self.module.classes.values()):
                 return methods_of_file(self.module, target.attr, self.project)  # ``torch.compile(model.decode_step)``
             # no method of that name: an object held in an attribute (``self.model``), compiled whole
-        return modules_of_file(self.module, self.project)
+        return modules_of_file(self.module, self.project, other_than=scope.cls)
 
     def _capture_begin(self, call, stmt, stmts, index, scope, ancestors) -> None:
         end_stmt = None
@@ -492,6 +493,11 @@ def resolve_callable(facts, expr, line: int, project: Project, _depth: int = 0) 
         return found
     if t is ast.Subscript and type(expr.value) is ast.Name and _top_level_bound(facts.module, expr.value.id):
         return registry_members(facts.module, expr.value.id, project)  # ``torch.compile(REGISTRY[name])``
+    if t in (ast.IfExp, ast.BoolOp):  # ``self._audited(lane) if audit else None``, ``extra_body or self.body``
+        found = []
+        for operand in ([expr.body, expr.orelse] if t is ast.IfExp else expr.values):
+            found += [f for f in resolve_callable(facts, operand, line, project, _depth + 1) if f not in found]
+        return found
     if t is ast.Lambda:  # ``lambda h, s: edge_scores(h, s, cfg)``, ``lambda ids: model(ids).argmax(-1)``
         found = []
         for call in ast.walk(expr.body):
@@ -674,7 +680,8 @@ def kind_at(facts, name: str, line: int):
     kind = None
     found = False
     for store in facts.stores:
-        if store.name == name and store.node.lineno < line:
+        # a comprehension's variable, in the statement at ``line``: ``[mgc(layer) for layer in self.layers]``
+        if store.name == name and (store.node.lineno < line or (store.loop_target and store.node.lineno == line)):
             kind = store.kind
             found = True
     if not found:

@@ -3355,3 +3355,491 @@ def test_a_graph_made_once_and_captured_again_by_a_method_that_recaptures():
     fresh = source.replace("            def capture(self):\n", "            def capture(self):\n                self.graph = torch.cuda.CUDAGraph()\n")
     assert fresh != source
     assert _codes(fresh, select=["CG509"]) == []
+
+
+def test_an_output_copied_before_the_loop_comes_round_is_not_fed_back():
+    source = """
+        import torch
+
+        step = torch.compile(lambda b, r, lam: (b * lam, r - b), mode="reduce-overhead")
+
+        def path(beta, resid, lambdas):
+            for lam in lambdas:
+                beta, resid = step(beta, resid, float(lam))
+                beta, resid = beta.clone(), resid.clone()
+            return beta
+    """
+    assert _codes(source, select=["CG407"]) == []
+    # A view of the output is still the output: the next call overwrites what it is given.
+    viewed = source.replace("beta.clone(), resid.clone()", "beta.view(-1), resid[:]")
+    assert viewed != source
+    assert _codes(viewed, select=["CG407"]) == [(7, "CG407")]
+
+
+def test_a_module_constant_read_by_a_function_a_decorator_captures_is_not_a_change():
+    source = """
+        import functools
+        import torch
+
+        RANGE = 350.0
+
+        def graphed_once(fn):
+            state = {}
+
+            @functools.wraps(fn)
+            def wrapper(*args):
+                if "g" not in state:
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g):
+                        state["out"] = fn(*args)
+                    state["g"] = g
+                state["g"].replay()
+                return state["out"]
+            return wrapper
+
+        @graphed_once
+        def predict(h):
+            return (h / RANGE).clamp(max=1.0)
+
+        if __name__ == "__main__":
+            h = torch.ones(8, device="cuda")
+            for _ in range(3):
+                out = predict(h)
+    """
+    assert _codes(source, select=["CG404"]) == []
+    # Changed in the loop between the replays: that change is ignored by the graph.
+    changed = source.replace("                out = predict(h)", "                out = predict(h)\n                RANGE = 200.0")
+    assert changed != source
+    assert _codes(changed, select=["CG404"]) == [(22, "CG404")]
+
+
+def test_a_side_stream_joined_through_an_event_another_method_waits_on():
+    source = """
+        import torch
+
+        class Streamer:
+            def __init__(self, host):
+                self.host = [w.pin_memory() for w in host]
+                self.slots = [torch.empty_like(self.host[0], device="cuda") for _ in range(2)]
+                self.ready = [torch.cuda.Event() for _ in range(2)]
+                self.copy_stream = torch.cuda.Stream()
+                self.graph = torch.cuda.CUDAGraph()
+
+            def _prefetch(self, i, slot):
+                self.copy_stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(self.copy_stream):
+                    self.slots[slot].copy_(self.host[i], non_blocking=True)
+                    self.ready[slot].record(self.copy_stream)
+
+            def forward(self):
+                self._prefetch(0, 0)
+                torch.cuda.current_stream().wait_event(self.ready[0])
+                return self.slots[0] * 2
+
+            def capture(self):
+                with torch.cuda.graph(self.graph):
+                    self.out = self.forward()
+    """
+    assert _codes(source, select=["CG601"]) == []
+    # Recorded after the block, on the stream it names: the same join.
+    after = source.replace("""                    self.ready[slot].record(self.copy_stream)
+""", "").replace("""non_blocking=True)
+""", """non_blocking=True)
+                self.ready[slot].record(self.copy_stream)
+""")
+    assert after != source
+    assert _codes(after, select=["CG601"]) == []
+    # Nobody waits on the event: the copy stream's work is never joined.
+    unjoined = source.replace("                torch.cuda.current_stream().wait_event(self.ready[0])\n", "")
+    assert unjoined != source
+    assert _codes(unjoined, select=["CG601"]) == [(13, "CG601")]
+
+
+def test_a_module_graphing_its_layers_in_a_comprehension_does_not_graph_itself():
+    source = """
+        import random
+        import torch
+        import torch.nn as nn
+
+        class Layer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ff = nn.Linear(8, 8)
+
+            def forward(self, x):
+                return self.ff(x)
+
+        class NoisyHead(nn.Module):  # eager, never graphed
+            def forward(self, x):
+                return x + random.random()
+
+        class Encoder(nn.Module):
+            def __init__(self, depth):
+                super().__init__()
+                self.layers = nn.ModuleList(Layer() for _ in range(depth))
+
+            def graph(self, x):
+                self.graphed = [torch.cuda.make_graphed_callables(layer, (x,)) for layer in self.layers]
+
+            def forward(self, x, layerdrop=0.1):
+                for g in self.graphed:
+                    if random.random() < layerdrop:
+                        continue
+                    x = g(x)
+                return x
+    """
+    assert _codes(source, select=["CG403"]) == []
+    # The layers' own host draws are captured.
+    drawn = source.replace("return self.ff(x)", "return self.ff(x) * random.random()")
+    assert drawn != source
+    assert _codes(drawn, select=["CG403"]) == [(11, "CG403")]
+    # Layers the checker cannot type (a plain list handed in) are a guess among the file's modules,
+    # but never the module that graphs them.
+    untyped = source.replace("nn.ModuleList(Layer() for _ in range(depth))", "list(depth)")
+    assert untyped != source
+    assert _codes(untyped, select=["CG403"]) == [(15, "CG403")]
+
+
+def test_a_custom_autograd_function_runs_its_forward_and_its_context_is_no_setting():
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class DropMLP(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, p, gen):
+                ctx.state = gen.clone_state()
+                ctx.p = p
+                return x * (torch.rand(x.shape, device=x.device, generator=gen) > p)
+
+            @staticmethod
+            def backward(ctx, gout):
+                return gout, None, None
+
+        class Tagger(nn.Module):
+            def __init__(self, p=0.1):
+                super().__init__()
+                self.p = p
+                self.gen = torch.Generator(device="cuda")
+
+            def forward(self, x):
+                return DropMLP.apply(x, self.p, self.gen)
+
+        model = Tagger()
+        x = torch.zeros(8, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = model(x)
+    """
+    # Cloning the generator's state inside the capture is refused; `ctx.p = p` sets nothing the graph reads.
+    assert _codes(source, select=["CG408", "CG404"]) == [(7, "CG408")]
+    # Called through an alias the walk does not follow, the context's attribute is still no change.
+    aliased = source.replace("return DropMLP.apply(x, self.p, self.gen)", "return self.fn(x, self.p, self.gen)").replace(
+        'self.gen = torch.Generator(device="cuda")', 'self.gen = torch.Generator(device="cuda")\n                self.fn = DropMLP.apply')
+    assert aliased != source
+    assert _codes(aliased, select=["CG408", "CG404"]) == []
+
+
+def test_a_capture_that_calls_a_callable_chosen_at_run_time():
+    source = """
+        import torch
+
+        class Lane:
+            def __init__(self, model):
+                self.model = model
+                self.x = torch.zeros(8, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+
+            def body(self):
+                return self.model(self.x).softmax(-1)
+
+            def capture(self, extra_body=None):
+                body = extra_body or self.body
+                with torch.cuda.graph(self.graph):
+                    self.out = body()
+
+        class Server:
+            def __init__(self, model):
+                self.lane = Lane(model)
+
+            def _audited(self, lane):
+                def body():
+                    probs = lane.body()
+                    print(probs.max().item())
+                    return probs
+                return body
+
+            def build(self, audit=False):
+                self.lane.capture(self._audited(self.lane) if audit else None)
+    """
+    # Both the lane's own body and the audited closure a caller passes may be captured.
+    assert _codes(source, select=["CG101"]) == [(24, "CG101")]
+    # Callers that pass no body: only the lane's own is captured.
+    plain = source.replace("self._audited(self.lane) if audit else None", "None")
+    assert plain != source
+    assert _codes(plain, select=["CG101"]) == []
+
+
+def test_a_new_parameter_for_a_part_the_capture_calls():
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class Router:
+            def __init__(self):
+                self.head = nn.Linear(8, 4).cuda()
+                self.spare = nn.Linear(8, 4).cuda()
+                self.x = torch.zeros(2, 8, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+
+            def capture(self):
+                with torch.cuda.graph(self.graph):
+                    self.out = self.head(self.x)
+
+            def load_head(self, state):
+                self.head.weight = nn.Parameter(state["weight"].cuda())
+
+            def load_spare(self, state):
+                self.spare.weight = nn.Parameter(state["weight"].cuda())
+    """
+    # The captured head gets a new weight tensor: replays keep the old one. The spare is never captured.
+    assert _codes(source, select=["CG405"]) == [(16, "CG405")]
+
+
+def test_calling_the_graphed_module_between_replays_runs_the_graph_not_its_python():
+    source = """
+        import torch
+        import torch.nn as nn
+
+        _BACKENDS = {"requires_update": True}
+
+        class Attention(nn.Module):
+            def forward(self, q):
+                if _BACKENDS["requires_update"]:
+                    _BACKENDS["requires_update"] = False
+                return q.softmax(-1)
+
+        def run(with_graph):
+            model = Attention()
+            q = torch.randn(4, 8, device="cuda", requires_grad=True)
+            if with_graph:
+                model = torch.cuda.make_graphed_callables(model, (q,))
+            for _ in range(3):
+                out = model(q)
+            return out
+    """
+    # The entry is set while the module is graphed (at capture): calling the graphed callable sets nothing.
+    assert _codes(source, select=["CG404"]) == []
+    # A function that is not the graphed module, called between the calls, does change it.
+    changed = source.replace("                out = model(q)\n", "                out = model(q)\n                reset()\n") + (
+        "\n        def reset():\n            _BACKENDS[\"requires_update\"] = True\n")
+    assert _codes(textwrap.dedent(changed), select=["CG404"]) == [(8, "CG404")]
+
+
+def test_a_parameter_rebound_to_a_new_list_is_no_host_state():
+    source = """
+        import torch
+
+        def gather(x, world_size, out_shape=None):
+            if out_shape is None:
+                out_shape = list(x.size())
+                out_shape[0] *= world_size
+            return x.new_empty(out_shape)
+
+        x = torch.ones(4, 8, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = gather(x, 2)
+    """
+    assert _codes(source, select=["CG402"]) == []
+    # The caller's own list, counted up at capture: state that the replays never update.
+    kept = source.replace("                out_shape = list(x.size())\n", "                pass\n")
+    assert kept != source
+    assert _codes(kept, select=["CG402"]) == [(6, "CG402")]
+
+
+def test_a_custom_autograd_function_s_backward_is_captured_with_the_backward_pass():
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class Recompute(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, w):
+                ctx.save_for_backward(x, w)
+                return x @ w
+
+            @staticmethod
+            def backward(ctx, gout):
+                x, w = ctx.saved_tensors
+                if torch.isnan(gout).any():
+                    gout = torch.nan_to_num(gout)
+                return gout @ w.t(), x.t() @ gout
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.randn(8, 8))
+
+            def forward(self, x):
+                return Recompute.apply(x, self.w)
+
+        block = Block().cuda()
+        x = torch.randn(4, 8, device="cuda", requires_grad=True)
+        graphed = torch.cuda.make_graphed_callables(block, (x,))
+    """
+    # make_graphed_callables captures the backward too: its branch on a tensor fails capture.
+    assert _codes(source, select=["CG201"]) == [(13, "CG201")]
+    # A forward-only capture never runs it.
+    inference = source.replace("graphed = torch.cuda.make_graphed_callables(block, (x,))",
+                               "g = torch.cuda.CUDAGraph()\n        with torch.no_grad(), torch.cuda.graph(g):\n            y = block(x)")
+    assert inference != source
+    assert _codes(inference, select=["CG201"]) == []
+
+
+def test_an_autograd_function_applied_in_another_file_is_a_library_s_and_not_followed(tmp_path):
+    from cgkit.check import check_paths
+
+    function = textwrap.dedent("""
+        import torch
+
+        class FusedAttn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, q, debug):
+                if debug:
+                    print(q.amax().item())
+                return q.softmax(-1)
+    """)
+    (tmp_path / "fused.py").write_text(function)
+    (tmp_path / "layers.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+        from fused import FusedAttn
+
+        class Attention(nn.Module):
+            def forward(self, q):
+                return FusedAttn.apply(q, False)
+    """))
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import torch
+        from layers import Attention
+
+        model = Attention()
+        q = torch.randn(4, 8, device="cuda")
+        model(q)  # warm-up
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = model(q)
+    """))
+    result = check_paths([str(tmp_path)], use_config=False)
+    assert not result.errors, result.errors
+    assert [f for f in result.findings if f.severity in ("error", "warning")] == []
+    # Applied by the captured script itself, the same function's forward is followed.
+    (tmp_path / "train.py").write_text(function + textwrap.dedent("""
+        q = torch.randn(4, 8, device="cuda")
+        FusedAttn.apply(q, False)  # warm-up
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = FusedAttn.apply(q, False)
+    """))
+    result = check_paths([str(tmp_path / "train.py")], use_config=False)
+    assert sorted({(f.line, f.code) for f in result.findings if f.severity in ("error", "warning")}) == [(8, "CG101"), (8, "CG401")]
+
+
+def test_callables_a_harness_takes_from_a_dict_its_caller_fills_entry_by_entry():
+    source = """
+        import functools
+        import torch
+
+        def _capture(fn, pool):
+            fn()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool):
+                out = fn()
+            return g, out
+
+        def bench_cases(cases):
+            pool = torch.cuda.graph_pool_handle()
+            for name, fn in sorted(cases.items(), key=lambda kv: kv[0]):
+                g, out = _capture(fn, pool)
+                g.replay()
+
+        def timed(model, x):
+            out = model(x)
+            torch.cuda.synchronize()
+            return out
+
+        def plain(model, x):
+            return model(x)
+
+        def main(model):
+            cases = {}
+            for res in (224, 384):
+                x = torch.randn(2, 3, res, res, device="cuda")
+                cases[f"plain{res}"] = functools.partial(plain, model, x)
+                cases[f"timed{res}"] = functools.partial(timed, model, x)
+            bench_cases(cases)
+    """
+    assert _codes(source, select=["CG104"]) == [(19, "CG104")]
+    # Only the plain cases: nothing to report.
+    plain = source.replace('cases[f"timed{res}"] = functools.partial(timed, model, x)', "pass")
+    assert plain != source
+    assert _codes(plain, select=["CG104"]) == []
+
+
+def test_a_hook_on_one_layer_of_a_list_graphed_layer_by_layer():
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class Encoder(nn.Module):
+            def __init__(self, depth):
+                super().__init__()
+                self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(depth))
+                self.probe = {}
+
+            def _probe(self, mod, inp, out):
+                self.probe["last"] = out.detach()
+
+            def graph(self, x):
+                self.layers[-1].register_forward_hook(self._probe)
+                self.graphed = [torch.cuda.make_graphed_callables(layer, (x,)) for layer in self.layers]
+    """
+    # make_graphed_callables refuses a module with hooks: reported at the hook and at the graphing call.
+    assert _codes(source, select=["CG503"]) == [(14, "CG503"), (15, "CG503")]
+    looped = source.replace(
+        "self.graphed = [torch.cuda.make_graphed_callables(layer, (x,)) for layer in self.layers]",
+        "for layer in self.layers:\n                    torch.cuda.make_graphed_callables(layer, (x,))")
+    assert looped != source
+    assert _codes(looped, select=["CG503"]) == [(14, "CG503"), (16, "CG503")]
+
+
+def test_a_learning_rate_a_method_sets_after_the_optimizer_step_is_captured():
+    source = """
+        import torch
+
+        class CapturedStep:
+            def __init__(self, model):
+                self.model = model
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.05)
+                self.x = torch.zeros(8, 8, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+
+            def _body(self):
+                loss = self.model(self.x).sum()
+                loss.backward()
+                self.opt.step()
+
+            def capture(self):
+                with torch.cuda.graph(self.graph):
+                    self._body()
+
+            def decay(self, factor=0.5):
+                for g in self.opt.param_groups:
+                    g["lr"] *= factor
+    """
+    # The step kept the learning rate it had at capture: the method's change never reaches a replay.
+    assert _codes(source, select=["CG404"]) == [(21, "CG404")]
+    # With the optimizer step left out of the capture (eager), the change takes effect.
+    eager_step = source.replace("                self.opt.step()\n", "")
+    assert eager_step != source
+    assert _codes(eager_step, select=["CG404"]) == []

@@ -424,7 +424,8 @@ def host_counter_in_container(item, f):
     object's); filling a cache entry with a plain assignment is one-time set-up, and is not reported."""
     target, stmt = item
     value = target.value
-    passed_in = type(value) is ast.Name and value.id in f.params and not is_tensor(f.infer(value))
+    passed_in = type(value) is ast.Name and value.id in f.params and not is_tensor(f.infer(value)) \
+        and not any(s.name == value.id and s.node.lineno < stmt.lineno for s in f.stores)  # ``out = list(x.size())``
     if type(stmt) is ast.AugAssign and (passed_in or _persistent_container(f, value)):
         yield found(stmt, stmt, what=f"`{text_of(target)} {_op(stmt.op)}= ...`")
 
@@ -1088,11 +1089,12 @@ def module_tensor_replaced_at_run_time(region, ctx):
             if cls is not None and cls.is_module(ctx.project) and is_tensor(attr_kind(cls, n.attr, ctx.project)):
                 read.add(n.attr)
     models = {text_of(module_itself(t)) for t in region.targets} - {None}
-    if not read and not models:
+    parts = _parts_called(region, ctx)  # ``self.head(feats)`` in the captured code: (class, "head")
+    if not read and not models and not parts:
         return
     for fref in callers.functions_of(region.module):
         text = callers.source_of(fref)
-        if not near.assigns_attribute(text, read) and not (models and "Parameter(" in text):
+        if not near.assigns_attribute(text, read) and not ((models or parts) and "Parameter(" in text):
             continue  # no store of a tensor the region reads, and no new parameter: nothing to look at
         after = near.lines_after_capture(fref, region, ctx)
         if after is None:
@@ -1105,10 +1107,36 @@ def module_tensor_replaced_at_run_time(region, ctx):
             value = getattr(stmt, "value", None)
             parameter = _new_parameter(facts, value)
             if (attr in read and _new_tensor(facts, value)) or (
-                    parameter and any(owner_text == m or owner_text.startswith(f"{m}.") for m in models)):
+                    parameter and any(owner_text == m or owner_text.startswith(f"{m}.") for m in models)) or (
+                    parameter and _held_part(facts, owner) in parts):
                 if ctx.once(("replaced", id(stmt))):
                     yield found(stmt, module=facts.module, what=f"{owner_text}.{attr}", line=region.line,
                                 how=f"given a new tensor by `{fref.display}`")
+
+
+def _parts_called(region, ctx) -> set[tuple]:
+    """The torch modules the captured code calls as parts of its runner or model (``self.head(feats)``),
+    as (class, attribute): a new parameter given to one (``self.head.weight = nn.Parameter(w)``) is a new
+    address the graph does not read."""
+    parts = set()
+    for facts, _span, _chain in region.reached:
+        if facts.cls is None or not facts.self_name:
+            continue
+        for c in facts.calls:
+            func = c.node.func
+            if type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id == facts.self_name:
+                kind = attr_kind(facts.cls, func.attr, ctx.project)
+                if type(kind) is tuple and (kind[0] == "nn" or (kind[0] == "inst" and kind[1].is_module(ctx.project))):
+                    parts.add((facts.cls, func.attr))
+    return parts
+
+
+def _held_part(facts, owner) -> tuple | None:
+    """``(class, "head")`` for ``self.head`` in a method of that class."""
+    if type(owner) is ast.Attribute and type(owner.value) is ast.Name and owner.value.id == facts.self_name \
+            and facts.cls is not None:
+        return (facts.cls, owner.attr)
+    return None
 
 
 def _new_tensor(facts, value) -> bool:
@@ -1526,7 +1554,8 @@ def compiled_output_kept(region, ctx):
         names = [n for n in names if not _host_value_returned(region, ctx, stmt, n)]
         if not names:
             continue
-        fed_back = [a.id for a in call.node.args if type(a) is ast.Name and a.id in names]
+        fed_back = [a.id for a in call.node.args if type(a) is ast.Name and a.id in names
+                    and not _rebound_in_loop(facts, a.id, stmt, inv.loops)]
         if fed_back and inv.loops and not any(c.meth == "backward" for c in facts.calls):
             # ``x = step(x, u)`` in a loop: the output of one call is the input of the next, which
             # overwrites it (measured: benchmarks/graphed_parts_and_reads.py, output-fed-back)
@@ -1603,6 +1632,54 @@ def _not_graph_held(facts, e, depth: int = 0) -> bool:
             return not any(s.name == e.id for s in facts.stores)
         return all(_not_graph_held(facts, s.node.value, depth + 1) for s in stores)
     return False
+
+
+_VIEW_METHODS = frozenset({"view", "reshape", "squeeze", "unsqueeze", "transpose", "permute", "t", "flatten",
+                           "narrow", "expand", "view_as", "detach"})
+
+
+def _rebound_in_loop(facts, name: str, stmt, loops) -> bool:
+    """``beta, resid = step(beta, resid)`` then ``beta, resid = beta.clone(), resid.clone()`` before the loop
+    comes round: the next call is given a new tensor, not the output (a view of it, ``beta[0]`` or
+    ``beta.view(-1)``, would still be the output)."""
+    loop = next(((lo, hi) for lo, hi in loops if lo <= stmt.lineno <= hi), None)
+    if loop is None:
+        return False
+    for s in facts.stores:
+        if s.name != name or not stmt.end_lineno < s.node.lineno <= loop[1] or type(s.node) is not ast.Assign:
+            continue
+        value = _assigned_part(s.node, name)
+        if value is not None and not _view_of(value, name):
+            return True
+    return False
+
+
+def _assigned_part(assign, name: str):
+    """The expression ``assign`` binds to ``name``: the whole value, or its element in a tuple unpacking."""
+    for target in assign.targets:
+        if type(target) is ast.Name and target.id == name:
+            return assign.value
+        if type(target) in (ast.Tuple, ast.List):
+            position = next((i for i, t in enumerate(target.elts) if type(t) is ast.Name and t.id == name), None)
+            if position is None:
+                continue
+            if type(assign.value) in (ast.Tuple, ast.List) and len(assign.value.elts) == len(target.elts):
+                return assign.value.elts[position]
+            return assign.value
+    return None
+
+
+def _view_of(expr, name: str) -> bool:
+    """``expr`` is ``name`` itself or a view of it (``name[0]``, ``name.T``, ``name.view(-1)``)."""
+    while True:
+        if type(expr) is ast.Name:
+            return expr.id == name
+        if type(expr) in (ast.Subscript, ast.Attribute):
+            expr = expr.value
+        elif type(expr) is ast.Call and type(expr.func) is ast.Attribute and expr.func.attr in _VIEW_METHODS:
+            expr = expr.func.value
+        else:
+            return False
 
 
 def _kept_directly(stmt, call_node, loops) -> str | None:

@@ -222,7 +222,7 @@ def hooks_before_graphing(region, ctx):
         bound = bound_values(body, t.id) if type(t) is ast.Name else []
         if len(bound) == 1:
             targets.append(bound[0])
-    names = _graphed_names(targets)
+    names = _graphed_names(targets) | _iterated_by_graphing(region, sf)
     whole = {text_of(t) for t in targets if is_callable_module(sf.infer(t), ctx.project)}  # one module each
     hooks = []  # (module, call, text)
     parts = []  # hooks on a part of a graphed module: not refused, but not replayed either
@@ -277,6 +277,22 @@ def hooks_before_graphing(region, ctx):
         where = f"L{call.lineno}" if module is region.module else f"{module.path}:{call.lineno}"
         more = f" and {len(hooks) - 1} more" if len(hooks) > 1 else ""
         yield found(region.node, what=f"{what} ({where}){more}", detail="")
+
+
+def _iterated_by_graphing(region, sf) -> set:
+    """The lists whose modules are graphed one by one: ``[make_graphed_callables(layer, ...) for layer in
+    self.layers]``, or the same in a ``for`` loop around the graphing call (``self.layers[-1]`` is one)."""
+    targets = {t.id for t in region.targets if type(t) is ast.Name}
+    out = set()
+    for node in ast.walk(region.stmt):
+        if type(node) is ast.comprehension and type(node.target) is ast.Name and node.target.id in targets:
+            out.add(text_of(_container(node.iter)))
+    for t in region.targets:
+        if type(t) is ast.Name:
+            held = _container(t, sf, region.stmt.lineno)
+            if held is not t:
+                out.add(text_of(held))
+    return out - {None}
 
 
 def _part_of(text: str | None, names: set) -> bool:

@@ -75,11 +75,43 @@ def side_stream_not_joined(item, f):
             forked = True
         elif line > hi and (arg == name or c.meth == "wait_event") and recv != name:
             joined = True
+    if forked and not joined:
+        joined = _joined_through_event(with_node, stream, f)
     if not forked or not joined:
         problem = "never joined back into the capturing stream" if forked else "not forked from the capturing stream"
         if not forked and not joined:
             problem = "neither forked from nor joined back into the capturing stream"
         yield found(with_node, with_node, what=name, problem=problem)
+
+
+def _joined_through_event(with_node, stream_expr, f) -> bool:
+    """The block records an event on the side stream (``self.ready[slot].record(self.copy_stream)``, inside
+    the block or after it with the stream named) that code of the file waits on
+    (``torch.cuda.current_stream().wait_event(self.ready[slot])``, ``ev.wait()``), as a prefetch helper does
+    with its consumer in another method, or a custom autograd function's forward with its backward: the
+    wait is the join."""
+    stream = text_of(stream_expr)
+    recorded = {_event_base(c.node.func.value) for c in f.calls if c.meth == "record" and (
+        with_node.lineno <= c.node.lineno <= with_node.end_lineno  # on the side stream, inside its block
+        or (c.node.lineno > with_node.end_lineno and c.node.args and text_of(c.node.args[0]) == stream))}
+    recorded.discard(None)
+    if not recorded:
+        return False
+    for n in ast.walk(f.module.tree):
+        if type(n) is not ast.Call or type(n.func) is not ast.Attribute:
+            continue
+        if n.func.attr == "wait_event" and n.args and _event_base(n.args[0]) in recorded:
+            return True
+        if n.func.attr == "wait" and _event_base(n.func.value) in recorded:
+            return True
+    return False
+
+
+def _event_base(expr) -> str | None:
+    """``self.ready`` for ``self.ready[slot]``: events kept in a list are one family."""
+    while type(expr) is ast.Subscript:
+        expr = expr.value
+    return text_of(expr) if type(expr) in (ast.Name, ast.Attribute) else None
 
 
 @RULES.rule(
