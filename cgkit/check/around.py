@@ -135,7 +135,8 @@ def invocations(region, ctx) -> list[Invocation]:
 
 
 def compiled_names(region) -> list[str]:
-    """The expressions the compiled callable is called through: ``model``, ``self.model``, ``step``."""
+    """The expressions the compiled callable is called through: ``model``, ``self.model``, ``step``, and
+    what the callers of a builder that returns it bind it to (``model = build("masked", cfg)``)."""
     stmt = region.stmt
     if region.set_as:
         return list(region.set_as)
@@ -145,7 +146,24 @@ def compiled_names(region) -> list[str]:
         return [_text(t) for t in stmt.targets if _text(t)]
     if type(stmt) is ast.AnnAssign and stmt.value is region.node and _text(stmt.target):
         return [_text(stmt.target)]
+    if type(stmt) is ast.Return and stmt.value is region.node:
+        return _bound_from_builder(region)
     return []
+
+
+def _bound_from_builder(region) -> list[str]:
+    """``def build(kind, cfg): ... return torch.compile(model, mode=...)``: the names and ``self``
+    attributes the file binds a call of ``build`` to (read from the syntax, as the callers' facts are not
+    computed yet)."""
+    scope = region.scope
+    if scope is None or scope.cls is not None or type(scope.node) is ast.Module:
+        return []
+    out = []
+    for node in ast.walk(region.module.tree):
+        if type(node) is ast.Assign and type(node.value) is ast.Call and type(node.value.func) is ast.Name \
+                and node.value.func.id == scope.name:
+            out += [text for text in (_text(t) for t in node.targets) if text and text not in out]
+    return out
 
 
 def kept_in(region, ctx, name: str) -> set[str]:
@@ -504,6 +522,27 @@ def _below_capture_calls(facts, region) -> int | None:
     return max(call.end_lineno for call in calls)
 
 
+def _first_use(facts, region, after: int) -> int:
+    """``live = Service()`` (whose constructor compiles) at ``after``, then ``live.running.factor = 1.15``
+    and ``live.predict(x)``: nothing is recorded before the first call, so the lines above the first use of
+    ``live`` set its starting state. The line before that use (``after`` when there is none to find)."""
+    classes = _capturing_constructors(region)
+    built = {s.name for s in facts.stores if type(s.node) is ast.Assign and type(s.node.value) is ast.Call
+             and type(s.node.value.func) is ast.Name and s.node.value.func.id in classes}
+    uses = [c.node.lineno for c in facts.calls if c.node.lineno > after and _called_on(c.node.func) in built]
+    if not uses:
+        return after
+    first = min(uses)  # in a loop, the loop's own lines run again after it
+    return min([first] + [lp.lineno for lp in facts.loops if lp.lineno <= first <= lp.end_lineno]) - 1
+
+
+def _called_on(func) -> str | None:
+    """``live`` for ``live(x)`` and ``live.predict(x)`` (not for ``live.pricer.parameters()``)."""
+    if type(func) is ast.Attribute:
+        func = func.value
+    return func.id if type(func) is ast.Name else None
+
+
 def _capturing_constructors(region) -> set[str]:
     """The classes of the file whose construction captures: ``EraserRunner(model)`` when its
     ``__init__`` is the capturing function or calls it on ``self``."""
@@ -585,6 +624,8 @@ def _lines_after_capture(fref, region, ctx) -> int | None:
     if after is None:
         return None
     if type(fref.node) is ast.Module:  # the script's own code: only below the line that captures
+        if after and region.klass == "compile":  # compiled lazily: from the first use of what it built
+            after = _first_use(facts_of(ctx.project, fref), region, after)
         return after or None
     callers = list(call_sites(ctx.project, fref.name, fref))
     if not callers:

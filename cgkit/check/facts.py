@@ -179,7 +179,8 @@ class Facts:
         self.attr_loads: list[ast.Attribute] = []  # ``obj.attr`` read on another name
         self.self_stores: list[SelfStore] = []
         self.attr_stores: list[tuple[ast.Name, str, ast.AST]] = []  # ``obj.attr = ...`` on another object
-        self.held_stores: list[tuple[ast.Attribute, str, ast.AST]] = []  # ``self.model.temperature = ...``
+        # ``self.model.temperature = ...``, ``live.running.weather_factor = ...``: a part of an object
+        self.held_stores: list[tuple[ast.Attribute, str, ast.AST]] = []
         self.item_stores: list[tuple[ast.Subscript, ast.AST]] = []  # ``x[key] = ...``
         self.escapes: list[tuple[str, ast.AST]] = []  # names put into a container/attribute/yield
         self.dels: list[tuple[str, ast.AST]] = []
@@ -610,7 +611,7 @@ class Facts:
                 self.self_stores.append(SelfStore(target.attr, stmt, value, None if aug else kind))
             elif type(owner) is ast.Name:
                 self.attr_stores.append((owner, target.attr, stmt))
-            elif type(owner) is ast.Attribute and held_by_self(owner, self):
+            elif type(owner) is ast.Attribute and (held_by_self(owner, self) or _name_root(owner) is not None):
                 self.held_stores.append((owner, target.attr, stmt))
         elif t is ast.Subscript:
             self.item_stores.append((target, stmt))
@@ -712,6 +713,13 @@ def _h_call(f: Facts, n: ast.Call) -> None:
     else:
         q = f.qual(func)
     f.calls.append(CallSite(n, q, meth, recv, f._stmt, f._loop))
+
+
+def _name_root(node) -> str | None:
+    """``live`` for ``live.running``: the name an attribute chain starts from."""
+    while type(node) is ast.Attribute:
+        node = node.value
+    return node.id if type(node) is ast.Name else None
 
 
 def held_by_self(node, facts) -> bool:

@@ -3843,3 +3843,107 @@ def test_a_learning_rate_a_method_sets_after_the_optimizer_step_is_captured():
     eager_step = source.replace("                self.opt.step()\n", "")
     assert eager_step != source
     assert _codes(eager_step, select=["CG404"]) == []
+
+
+def test_a_compiled_model_a_builder_returns_is_called_where_its_callers_bind_it():
+    source = """
+        import torch
+        import torch.nn as nn
+
+        def build(width):
+            model = nn.Linear(width, width).cuda().eval()
+            return torch.compile(model, mode="reduce-overhead")
+
+        @torch.no_grad()
+        def serve(requests):
+            encoder = build(64)
+            outs = []
+            for x in requests:
+                y = encoder(x)
+                outs.append(y)
+            return outs
+    """
+    # Each output is kept past the next call, which overwrites it.
+    assert _codes(source, select=["CG407"]) == [(14, "CG407")]
+    cloned = source.replace("outs.append(y)", "outs.append(y.clone())")
+    assert cloned != source
+    assert _codes(cloned, select=["CG407"]) == []
+
+
+def test_a_setting_changed_through_a_part_of_a_local_object_between_calls():
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class RunningTime(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(12, 1)
+                self.weather_factor = 1.0
+
+            def forward(self, feats):
+                return self.proj(feats).squeeze(-1) * self.weather_factor
+
+        class Service:
+            def __init__(self):
+                self.running = RunningTime().cuda()
+                self.run_c = torch.compile(self.running, mode="reduce-overhead")
+
+            def predict(self, feats):
+                return self.run_c(feats).clone()
+
+        if __name__ == "__main__":
+            live = Service()
+            for tick in range(600):
+                if tick % 20 == 0:
+                    live.running.weather_factor = 1.0 + 0.15 * ((tick // 20) % 3)
+                eta = live.predict(torch.randn(900, 12, device="cuda"))
+    """
+    assert _codes(source, select=["CG404"]) == [(11, "CG404")]
+    # Set once before the calls: its starting value.
+    once = source.replace("""            for tick in range(600):
+                if tick % 20 == 0:
+                    live.running.weather_factor = 1.0 + 0.15 * ((tick // 20) % 3)
+""", """            live.running.weather_factor = 1.15
+            for tick in range(600):
+""")
+    assert once != source
+    assert _codes(once, select=["CG404"]) == []
+
+
+def test_a_setting_changed_in_the_loop_that_first_uses_a_compiling_object():
+    source = """
+        import torch
+
+        class Calibrator:
+            def __init__(self, pricer):
+                self.pricer = pricer
+                self.mean_reversion = 1.5
+                self.objective = torch.compile(self._objective, mode="reduce-overhead")
+
+            def _objective(self, raw):
+                return self.pricer(raw) * self.mean_reversion
+
+            def calibrate(self, raw, opt):
+                def closure():
+                    return self.objective(raw).sum()
+                for _ in range(50):
+                    loss = opt.step(closure)
+                return float(loss)
+
+        if __name__ == "__main__":
+            cal = Calibrator(torch.nn.Linear(4, 4).cuda())
+            opt = torch.optim.LBFGS(cal.pricer.parameters())
+            for day in range(30):
+                cal.mean_reversion = 2.5 if day % 2 else 1.5
+                cal.calibrate(torch.randn(8, 4, device="cuda"), opt)
+    """
+    # Set before the first call, but again on every later day: each new value recompiles.
+    assert _codes(source, select=["CG404"]) == [(10, "CG404")]
+    once = source.replace("""            for day in range(30):
+                cal.mean_reversion = 2.5 if day % 2 else 1.5
+""", """            cal.mean_reversion = 2.5
+            for day in range(30):
+""")
+    assert once != source
+    assert _codes(once, select=["CG404"]) == []
