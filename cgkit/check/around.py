@@ -438,7 +438,7 @@ def _after_first_call(facts, call):
 
 
 # Methods that build or restore an object: what they set is its starting state, not a change.
-_CONSTRUCTION = frozenset(("__init__", "__post_init__", "__new__", "__setstate__", "load_state_dict", "reset_parameters"))
+CONSTRUCTION = frozenset(("__init__", "__post_init__", "__new__", "__setstate__", "load_state_dict", "reset_parameters"))
 
 
 def _runtime_setters(region, ctx, out: dict) -> None:
@@ -618,7 +618,7 @@ def lines_after_capture(fref, region, ctx) -> int | None:
 def _lines_after_capture(fref, region, ctx) -> int | None:
     reached = {facts.fref.key for facts, _span, _chain in region.reached}
     setup = {r.scope.key: r.stmt.end_lineno for r in ctx.regions if r.scope is not None}
-    if fref.key in reached or fref.key in setup or fref.name in _CONSTRUCTION:
+    if fref.key in reached or fref.key in setup or fref.name in CONSTRUCTION:
         return None
     after = _below_capture_calls(facts_of(ctx.project, fref), region)
     if after is None:
@@ -630,7 +630,7 @@ def _lines_after_capture(fref, region, ctx) -> int | None:
     callers = list(call_sites(ctx.project, fref.name, fref))
     if not callers:
         return None if fref.name.startswith("_") else after
-    if any(c.name not in _CONSTRUCTION and (c.key not in setup or call.lineno > setup[c.key]) for c, call in callers):
+    if any(c.name not in CONSTRUCTION and (c.key not in setup or call.lineno > setup[c.key]) for c, call in callers):
         return after
     return None
 

@@ -3947,3 +3947,59 @@ def test_a_setting_changed_in_the_loop_that_first_uses_a_compiling_object():
 """)
     assert once != source
     assert _codes(once, select=["CG404"]) == []
+
+
+_GRAPHED_ONCE = """
+    import functools
+    import torch
+
+    def graphed_once(fn):
+        state = {}
+
+        @functools.wraps(fn)
+        def wrapper(*args):
+            if "g" not in state:
+                fn(*args)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    state["out"] = fn(*args)
+                state["g"] = g
+            state["g"].replay()
+            return state["out"]
+        return wrapper
+"""
+
+
+def test_what_a_method_captured_by_a_decorator_returns_and_reads():
+    source = _GRAPHED_ONCE + """
+    class Kriger:
+        def __init__(self, values):
+            self.values = torch.as_tensor(values, device="cuda")
+            self.history = []
+
+        @graphed_once
+        def predict(self):
+            return self.values * 2
+
+        def update(self, new_values):
+            self.values = torch.as_tensor(new_values, device="cuda")
+
+        def update_in_place(self, new_values):
+            self.values.copy_(torch.as_tensor(new_values))
+
+        def predict_and_keep(self):
+            out = self.predict()
+            self.history.append(out)
+            return out
+
+    def run(k, campaigns):
+        means = []
+        for c in campaigns:
+            m = k.predict()
+            means.append(m)
+        return means
+    """
+    codes = _codes(source, select=["CG405", "CG407"])
+    # A new tensor for what the graph reads; the returned static output kept in the object's list and in
+    # the caller's list across calls (each replay overwrites it).
+    assert codes == [(29, "CG405"), (36, "CG407"), (43, "CG407")]

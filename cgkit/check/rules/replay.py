@@ -1007,6 +1007,33 @@ def runner_input_replaced_by_another_method(region, ctx):
 
 
 @RULES.also("CG405", Region())
+def decorated_method_input_replaced(region, ctx):
+    """A method a decorator captures on its first call and replays after (``@graphed_once def
+    predict(self)``) reads a tensor of its object that another method replaces (``update_obs``:
+    ``self.obs_values = torch.as_tensor(new)``): replays keep reading the tensor captured the first time."""
+    for passed in region.passed:
+        target = passed.target
+        if not passed.helper.startswith("@") or target.cls is None:
+            continue
+        cls = target.cls
+        inputs = set()
+        runs = set()
+        for facts, _span, _chain in region.reached:
+            if facts.cls is cls:
+                runs.add(facts.fref.name)
+                inputs |= {n.attr for n in facts.self_loads if is_tensor(attr_kind(cls, n.attr, ctx.project))}
+        for name, node in cls.methods.items():
+            if name in runs or name in near.CONSTRUCTION:
+                continue
+            facts = facts_of(ctx.project, FuncRef(cls.module, node, cls, name))
+            for store in facts.self_stores:
+                value = store.value
+                if store.attr in inputs and value is not None and not (type(value) is ast.Constant and value.value is None):
+                    yield found(store.stmt, module=facts.module, what=f"self.{store.attr}", line=region.line,
+                                how=f"replaced by `{cls.name}.{name}()` while the graph goes on replaying")
+
+
+@RULES.also("CG405", Region())
 def compiled_module_state_rebound(region, ctx):
     """A tensor attribute that the compiled code reads on its module (``self.lora_A`` in ``forward``),
     replaced by another method of that class (``set_adapter``) instead of refilled in place, where that
@@ -1431,6 +1458,10 @@ def _returns_output_name(region, ctx, outputs: set[str]) -> bool:
         held |= near.kept_in(region, ctx, name)
     held |= {text_of(t) for a in ast.walk(node) if type(a) is ast.Assign and type(a.value) is ast.Name
              and a.value.id in outputs for t in a.targets if type(t) is ast.Attribute}
+    around = near.around(region, ctx)
+    if around is not None:  # ``state["out"] = fn(*args)`` in the capture, then ``return state["out"]``
+        held |= {text_of(target) for target, stmt in around.facts.item_stores
+                 if around.start <= stmt.lineno <= around.end and type(stmt) is ast.Assign}
     return any(type(r) is ast.Return and r.value is not None and text_of(r.value) in held for r in ast.walk(node))
 
 
@@ -1454,9 +1485,10 @@ def _kept_by_callers(replayer, ctx):
     for fref, call in callers.call_sites(ctx.project, name, replayer.fref):
         facts = facts_of(ctx.project, fref)
         loops = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= call.lineno <= lp.end_lineno]
-        if not loops:
-            continue
-        lo, hi = loops[-1]
+        if loops:
+            lo, hi = loops[-1]
+        else:  # one call per call of the caller: kept across calls only in what outlives the caller
+            lo, hi = call.lineno, facts.fref.node.end_lineno if type(facts.fref.node) is not ast.Module else 1 << 30
         bound = set()
         for stmt in ast.walk(facts.fref.node):
             if type(stmt) is ast.Assign and stmt.value is call:
@@ -1464,6 +1496,8 @@ def _kept_by_callers(replayer, ctx):
         for c in facts.calls:
             if c.meth not in ("append", "extend", "insert") or not lo <= c.node.lineno <= hi:
                 continue
+            if not loops and not _persistent_container(facts, c.node.func.value):
+                continue  # ``outs = []; outs.append(y)`` once per call: gone when the caller returns
             for arg in c.node.args:
                 if arg is call or (type(arg) is ast.Name and arg.id in bound and c.node.lineno > call.lineno):
                     yield found(c.stmt, module=facts.module, what=text_of(arg))
