@@ -458,6 +458,13 @@ def _runtime_setters(region, ctx, out: dict) -> None:
     if not attrs and not entries and not steps:
         return
     dicts = {key[2] for key in entries}
+    # In a function that calls the compiled code in a loop, what it sets after the last such loop precedes no
+    # call of it there (``self.verbose = False`` after the training loop).
+    last_call: dict = {}
+    for inv in invocations(region, ctx) if region.klass == "compile" else ():
+        if inv.loops:
+            key = inv.facts.fref.key
+            last_call[key] = max(last_call.get(key, 0), max(hi for _lo, hi in inv.loops))
     for fref in functions_of(region.module):
         text = source_of(fref)
         if not assigns_attribute(text, attrs) and not any(f"{name}[" in text for name in dicts) and \
@@ -466,22 +473,27 @@ def _runtime_setters(region, ctx, out: dict) -> None:
         after = lines_after_capture(fref, region, ctx)
         if after is None:
             continue
+        until = last_call.get(fref.key, 1 << 30)
+
+        def runs_between(line, after=after, until=until) -> bool:
+            return after < line <= until
+
         facts = facts_of(project, fref)
         for target, stmt in facts.item_stores:  # ``PACK_CFG["pad_to_multiple_of"] = 128`` in ``set_epoch``
-            entry = global_entry(facts, target) if stmt.lineno > after else None
+            entry = global_entry(facts, target) if runs_between(stmt.lineno) else None
             key = ("global_item", facts.module.path, *entry) if entry is not None else None
             if key in entries:
                 out.setdefault(key, []).append(Change(facts.module, stmt, literal=_literal_store(facts, stmt)))
-            group = group_key(facts, target) if steps and stmt.lineno > after and fref.key not in replaying else None
+            group = group_key(facts, target) if steps and runs_between(stmt.lineno) and fref.key not in replaying else None
             if group is not None:  # ``def decay(self): for g in self.opt.param_groups: g["lr"] *= 0.5``
                 out.setdefault(("group", group), []).append(Change(facts.module, stmt))
         for store in facts.self_stores if facts.cls is not None else ():
-            if store.attr in attrs and store.stmt.lineno > after and not is_tensor(store.kind) \
+            if store.attr in attrs and runs_between(store.stmt.lineno) and not is_tensor(store.kind) \
                     and type(store.kind) is not tuple and not _initial_constant(facts.cls, store, project):
                 out.setdefault(("attr", store.attr), []).append(
                     Change(facts.module, store.stmt, facts.cls, literal=_literal_store(facts, store.stmt, store.attr)))
         for owner, attr, stmt in [*facts.attr_stores, *facts.held_stores]:
-            if stmt.lineno <= after or configured_here(facts, owner, stmt, region) or _autograd_context(facts, owner):
+            if not runs_between(stmt.lineno) or configured_here(facts, owner, stmt, region) or _autograd_context(facts, owner):
                 continue
             if attr in attrs and _python_value(facts, stmt):
                 cls = (instance_class(facts, facts.infer(owner)) or _isinstance_class(facts, owner, stmt)) \

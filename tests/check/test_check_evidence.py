@@ -4003,3 +4003,54 @@ def test_what_a_method_captured_by_a_decorator_returns_and_reads():
     # A new tensor for what the graph reads; the returned static output kept in the object's list and in
     # the caller's list across calls (each replay overwrites it).
     assert codes == [(29, "CG405"), (36, "CG407"), (43, "CG407")]
+
+
+def test_a_changing_number_is_reported_where_a_helper_uses_it_not_where_it_is_handed_on():
+    source = """
+        import torch
+        import torch.nn.functional as F
+
+        def sample(logits, temperature):
+            return torch.multinomial(F.softmax(logits / temperature, -1), 1)
+
+        @torch.compile(mode="reduce-overhead")
+        def decode_step(logits, temperature):
+            return sample(logits, temperature)
+
+        def finish(logits, max_len=250):
+            for i in range(max_len):
+                temperature = max(0.1, 0.65 * (1.0 - i / max_len))
+                tok = decode_step(logits, temperature)
+    """
+    assert _codes(source, select=["CG404"]) == [(5, "CG404")]
+
+
+def test_a_setting_changed_after_the_last_loop_that_calls_the_compiled_code():
+    source = """
+        import torch
+
+        class Synth:
+            def __init__(self, model):
+                self.model = model
+                self.verbose = True
+                self.loss = torch.compile(self._loss, mode="reduce-overhead")
+                self.eval_loss = torch.compile(self._loss, mode="max-autotune-no-cudagraphs")
+
+            def _loss(self, x):
+                loss = self.model(x).square().mean()
+                if self.verbose:
+                    print("loss computed")
+                return loss
+
+            def run(self, x, iters=100):
+                for it in range(iters):
+                    self.loss(x).backward()
+                self.verbose = False
+                return self.eval_loss(x)
+    """
+    # After the last call of the CUDA-graph-compiled loss: no call of it sees the new value here.
+    assert _codes(source, select=["CG404"]) == []
+    inside = source.replace("                    self.loss(x).backward()\n                self.verbose = False\n",
+                            "                    self.loss(x).backward()\n                    self.verbose = it < 10\n")
+    assert inside != source
+    assert _codes(inside, select=["CG404"]) == [(12, "CG404")]

@@ -776,10 +776,36 @@ def _changing_arguments(region, ctx):
             if not reads:
                 yield found(arg, module=facts.module, what=text_of(arg), detail=detail)
                 continue
-            for node in reads:
-                if (param, node.lineno) not in reported:
-                    reported.add((param, node.lineno))
-                    yield found(node, module=root.module, chain=[_root_step(root)], what=param, detail=detail)
+            for owner, chain, name, node in _reads_through_helpers(root, root_facts, param, reads, ctx):
+                if (name, node.lineno, owner.fref.key) not in reported:
+                    reported.add((name, node.lineno, owner.fref.key))
+                    yield found(node, module=owner.module, chain=chain, what=name, detail=detail)
+
+
+def _reads_through_helpers(root, root_facts, param: str, reads, ctx):
+    """Where the compiled code uses a parameter: its reads, except those that only hand it on to a helper
+    of the project (``sample_gmm(y, temperature)``), which are replaced by the helper's own reads of the
+    parameter receiving it (``pi / temperature``), one call down."""
+    for node in reads:
+        handed = None
+        for c in root_facts.calls:
+            if any(a is node for a in c.node.args):
+                targets = ctx.resolve(root_facts, c)
+                if len(targets) == 1:
+                    index = next(i for i, a in enumerate(c.node.args) if a is node)
+                    params = targets[0].positional_params
+                    if index < len(params):
+                        handed = (targets[0], params[index])
+                break
+        if handed is not None:
+            helper_facts = facts_of(ctx.project, handed[0])
+            inner = [n for n in helper_facts.loads if n.id == handed[1]]
+            if inner and not any(s.name == handed[1] for s in helper_facts.stores):
+                chain = [_root_step(root), {**_root_step(handed[0]), "call_line": node.lineno}]
+                for n in inner:
+                    yield helper_facts, chain, handed[1], n
+                continue
+        yield root_facts, [_root_step(root)], param, node
 
 
 def _changing_number(facts, arg, loops) -> int | None:
