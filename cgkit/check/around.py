@@ -451,11 +451,12 @@ def _runtime_setters(region, ctx, out: dict) -> None:
     reads = reads_in_region(region, ctx)
     attrs = {read.key[1] for read in reads if read.key[0] == "attr"}
     entries = {read.key for read in reads if read.key[0] == "global_item" and read.key[1] == region.module.path}
+    held_dicts = {read.key[1] for read in reads if read.key[0] == "self_item"}  # ``self.cfg`` of ``self.cfg["r"]``
     steps = region.klass == "manual" and bool(optimizer_steps(region))  # a captured optimizer step
     # The functions that replay judge their own writes (those between two replays) elsewhere.
     replaying = {f.fref.key for f, _loops in [*replay_sites(region, ctx), *_replay_method_callers(region, ctx)]} \
         if steps else set()
-    if not attrs and not entries and not steps:
+    if not attrs and not entries and not steps and not held_dicts:
         return
     dicts = {key[2] for key in entries}
     # In a function that calls the compiled code in a loop, what it sets after the last such loop precedes no
@@ -468,7 +469,7 @@ def _runtime_setters(region, ctx, out: dict) -> None:
     for fref in functions_of(region.module):
         text = source_of(fref)
         if not assigns_attribute(text, attrs) and not any(f"{name}[" in text for name in dicts) and \
-                not (steps and "param_groups" in text):
+                not (steps and "param_groups" in text) and not any(f".{name}[" in text for name in held_dicts):
             continue
         after = lines_after_capture(fref, region, ctx)
         if after is None:
@@ -487,6 +488,16 @@ def _runtime_setters(region, ctx, out: dict) -> None:
             group = group_key(facts, target) if steps and runs_between(stmt.lineno) and fref.key not in replaying else None
             if group is not None:  # ``def decay(self): for g in self.opt.param_groups: g["lr"] *= 0.5``
                 out.setdefault(("group", group), []).append(Change(facts.module, stmt))
+            written = entry_written(target) if runs_between(stmt.lineno) else None
+            if written is not None and written[0] in held_dicts:  # ``self.params[name] = value`` in a setter
+                out.setdefault(("self_item", *written), []).append(
+                    Change(facts.module, stmt, facts.cls if _on_self(facts, target) else None,
+                           literal=_literal_store(facts, stmt)))
+        for owner, attr, stmt in [*facts.attr_stores, *facts.held_stores, *((None, st.attr, st.stmt) for st in facts.self_stores)]:
+            if attr in held_dicts and runs_between(stmt.lineno) and _settings_dict(facts, getattr(stmt, "value", None)):
+                # ``worker.cfg = json.load(open(path))``: every entry may change
+                cls = facts.cls if owner is None else None
+                out.setdefault(("self_item", attr, None), []).append(Change(facts.module, stmt, cls, literal=True))
         for store in facts.self_stores if facts.cls is not None else ():
             if store.attr in attrs and runs_between(store.stmt.lineno) and not is_tensor(store.kind) \
                     and type(store.kind) is not tuple and not _initial_constant(facts.cls, store, project):
@@ -819,6 +830,10 @@ def _writes(sf, between, ctx, out: dict, recapture=None, callees=True, compiled_
             entry = global_entry(sf, target)
             if entry is not None:  # ``CFG["dt"] = adapt_dt(vel)``: an entry of a module-level dict
                 out.setdefault(("global_item", sf.module.path, *entry), []).append(Change(sf.module, stmt))
+            written = entry_written(target)
+            if written is not None:  # ``runner.cfg["gain"] = g`` between replays
+                out.setdefault(("self_item", *written), []).append(
+                    Change(sf.module, stmt, sf.cls if _on_self(sf, target) else None, literal=_literal_store(sf, stmt)))
     for c in sf.calls if callees else ():
         line = c.node.lineno
         if not between(line):
@@ -1087,12 +1102,62 @@ def initial_literal(read, ctx) -> bool:
         for s in facts_of(project, module.body_ref).stores:
             if s.name == key[-1] and not s.aug:
                 return scalar_literal(getattr(s.node, "value", None))
+    if key[0] == "self_item" and read.cls is not None:
+        for klass in read.cls.mro(project):
+            init = klass.methods.get("__init__")
+            if init is None:
+                continue
+            init_facts = facts_of(project, FuncRef(klass.module, init, klass, "__init__"))
+            for store in init_facts.self_stores:
+                value = _element_for(store.stmt, store.attr) if store.attr == key[1] and store.value is not None else None
+                if type(value) is ast.Dict:
+                    return any(type(k) is ast.Constant and k.value == key[2] and scalar_literal(v)
+                               for k, v in zip(value.keys, value.values, strict=True))
+                if value is not None and _settings_dict(init_facts, value):
+                    return True  # ``self.cfg = json.load(open(path))``: numbers and strings
+        return False
     if key[0] == "global_item":
         value = _module_dict(read.module, key[2])
         for k, v in zip(value.keys, value.values, strict=True) if value is not None else ():
             if type(k) is ast.Constant and k.value == key[3]:
                 return scalar_literal(v)
     return False
+
+
+def entry_written(target) -> tuple | None:
+    """``(attr, key)`` for a store into ``<obj>.<attr>[key]`` (``self.params[name] = v``: key None)."""
+    value = target.value
+    if type(value) is not ast.Attribute:
+        return None
+    key = target.slice
+    return (value.attr, key.value if type(key) is ast.Constant and isinstance(key.value, str) else None)
+
+
+def _on_self(facts, target) -> bool:
+    value = target.value
+    return type(value) is ast.Attribute and type(value.value) is ast.Name and value.value.id == facts.self_name
+
+
+def self_entry(facts, target) -> tuple | None:
+    """``(attr, key)`` for ``self.cfg["radius"]`` (a constant key; None for ``self.params[name]``): an entry
+    of a settings dict the object holds."""
+    value = target.value
+    if type(value) is not ast.Attribute or type(value.value) is not ast.Name or value.value.id != facts.self_name:
+        return None
+    key = target.slice
+    return (value.attr, key.value if type(key) is ast.Constant and isinstance(key.value, str) else None)
+
+
+# Calls that read settings from a file: what they give is host data (numbers, strings, lists), never tensors.
+_CONFIG_LOADS = frozenset(("json.load", "json.loads", "yaml.safe_load", "yaml.load", "tomllib.load", "toml.load"))
+
+
+def _settings_dict(facts, value) -> bool:
+    """A dict literal of Python numbers, flags and strings, or settings read from a file
+    (``json.load(open(path))``); not a dict of tensors (``{k: v.cuda() for k, v in db.items()}``)."""
+    if type(value) is ast.Dict:
+        return bool(value.values) and all(scalar_literal(v) or type(v) is ast.Constant for v in value.values)
+    return type(value) is ast.Call and facts.qual(value.func) in _CONFIG_LOADS
 
 
 def global_entry(facts, target) -> tuple | None:
@@ -1196,6 +1261,10 @@ def reads_in_region(region, ctx) -> list[Read]:
             for node in facts.self_loads:
                 if lo <= node.lineno <= hi and id(node) not in failing:
                     out.append(Read(("attr", node.attr), facts.module, node, facts.cls, facts, chain))
+            for node, _stmt in facts.subscripts:  # ``self.cfg["radius"]``: an entry of a settings dict
+                entry = self_entry(facts, node) if lo <= node.lineno <= hi and id(node) not in failing else None
+                if entry is not None and entry[1] is not None:
+                    out.append(Read(("self_item", *entry), facts.module, node, facts.cls, facts, chain))
         for node in facts.attr_loads:
             if lo <= node.lineno <= hi and id(node) not in failing:
                 kind = facts.infer(node.value)

@@ -4054,3 +4054,75 @@ def test_a_setting_changed_after_the_last_loop_that_calls_the_compiled_code():
                             "                    self.loss(x).backward()\n                    self.verbose = it < 10\n")
     assert inside != source
     assert _codes(inside, select=["CG404"]) == [(12, "CG404")]
+
+
+def test_an_entry_of_a_settings_dict_the_object_holds_changed_after_capture():
+    source = """
+        import json
+        import torch
+
+        class Compressor:
+            def __init__(self, model):
+                self.model = model
+                self.params = {"makeup_db": 0.0, "ceiling": 0.98}
+                self.x = torch.zeros(1, 512, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+
+            def set_param(self, name, value):
+                self.params[name] = value
+
+            def _tick(self):
+                makeup = 10.0 ** (self.params["makeup_db"] / 20.0)
+                return self.model(self.x) * makeup
+
+            def prepare(self):
+                with torch.cuda.graph(self.graph):
+                    self.y = self._tick()
+
+        class Worker:
+            def __init__(self, path):
+                self.path = path
+                self.cfg = json.load(open(path))
+                self.x = torch.zeros(1, 512, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+
+            def prepare(self):
+                with torch.cuda.graph(self.graph):
+                    self.y = self.x * self.cfg["nlms_step"]
+
+        def reload(worker):
+            worker.cfg = json.load(open(worker.path))
+    """
+    # A setter that may change any entry; a reload that replaces the whole dict.
+    assert _codes(source, select=["CG404"]) == [(15, "CG404"), (31, "CG404")]
+    # Entries nothing changes after the capture are the settings the graph was built with.
+    fixed = source.replace("        self.params[name] = value", "        pass").replace(
+        "    worker.cfg = json.load(open(worker.path))", "    pass")
+    assert fixed != source
+    assert _codes(fixed, select=["CG404"]) == []
+
+
+def test_a_dict_of_tensors_the_object_reloads_is_no_python_value():
+    source = """
+        import torch
+
+        class Localizer:
+            def __init__(self):
+                self.fp = None
+                self.x = torch.zeros(4, 64, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+
+            def load_fingerprints(self, path):
+                db = torch.load(path, map_location="cuda")
+                self.fp = {k: v.contiguous() for k, v in db.items()}
+
+            def capture(self):
+                with torch.cuda.graph(self.graph):
+                    self.out = torch.cdist(self.x, self.fp["emb"])
+    """
+    assert _codes(source, select=["CG404"]) == []
+    # The same entry as a number from a settings file is one.
+    settings = source.replace("{k: v.contiguous() for k, v in db.items()}", "json.load(open(path))").replace(
+        "import torch", "import json\n        import torch").replace('torch.cdist(self.x, self.fp["emb"])', 'self.x * self.fp["emb"]')
+    assert settings != source
+    assert _codes(settings, select=["CG404"]) == [(16, "CG404")]

@@ -620,11 +620,19 @@ def python_scalar(region, ctx):
         for read in reads:
             key = read.key
             writes = changes.get(key)
+            if key[0] == "self_item":  # ``self.cfg["radius"]``: that entry, or the whole dict, set again
+                writes = [*(writes or []), *changes.get(("self_item", key[1], None), [])]
             if not writes:
                 continue
             if _tensor_read(read, project):
                 continue
-            if key[0] == "attr":
+            if key[0] == "self_item":
+                writes = [w for w in writes if near.related(w.cls, read.cls, project)]
+                if not writes:
+                    continue
+                report_key = (key, id(read.cls))
+                what = f"{text_of(read.node.value)}[{key[2]!r}]"
+            elif key[0] == "attr":
                 writes = [w for w in writes if near.related(w.cls, read.cls, project)]
                 if not writes:
                     continue
