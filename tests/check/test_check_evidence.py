@@ -4126,3 +4126,81 @@ def test_a_dict_of_tensors_the_object_reloads_is_no_python_value():
         "import torch", "import json\n        import torch").replace('torch.cdist(self.x, self.fp["emb"])', 'self.x * self.fp["emb"]')
     assert settings != source
     assert _codes(settings, select=["CG404"]) == [(16, "CG404")]
+
+
+def test_te_graphed_callables_with_weight_caching_need_is_first_microbatch():
+    source = """
+        import torch
+        import transformer_engine.pytorch as te
+
+        class Opponent:
+            def __init__(self, layers, head, x):
+                self.layers, self.head = layers, head
+                graphed = te.make_graphed_callables(tuple(self.layers) + (self.head,), tuple((x,) for _ in range(5)),
+                                                    enabled=True, cache_quantized_params=True)
+                self.g_layers, self.g_head = graphed[:-1], graphed[-1]
+
+            def train_step(self, h, micro):
+                for layer in self.g_layers:
+                    h = layer(h, is_first_microbatch=(micro == 0))
+                return self.g_head(h, is_first_microbatch=(micro == 0))
+
+            @torch.no_grad()
+            def predict(self, h):
+                for i, layer in enumerate(self.g_layers):
+                    h = layer(h)
+                return self.g_head(h, is_first_microbatch=False)
+
+            def evaluate(self, h):
+                for layer in self.layers:
+                    layer.eval()
+                    h = layer(h)
+                return h
+    """
+    # The replay in predict() without the keyword raises; eval-mode modules run their own forward.
+    assert _codes(source, select=["CG512"]) == [(19, "CG512")]
+    # Without weight caching there is nothing to pass.
+    plain = source.replace("cache_quantized_params=True", "cache_quantized_params=False")
+    assert plain != source
+    assert _codes(plain, select=["CG512"]) == []
+    # The deprecated name works the same.
+    old = source.replace("cache_quantized_params=True", "fp8_weight_caching=True")
+    assert _codes(old, select=["CG512"]) == [(19, "CG512")]
+
+
+def test_te_weight_caching_through_script_globals_and_helpers_the_callables_are_handed_to():
+    source = """
+        import torch
+        import transformer_engine.pytorch as te
+
+        def build(layers, h):
+            graphed = te.make_graphed_callables(tuple(layers), tuple((h,) for _ in layers),
+                                                enabled=True, cache_quantized_params=True)
+            return graphed
+
+        def nightly(graphed, batches):
+            g_embed, *g_layers = graphed
+            for i, x in enumerate(batches):
+                x = g_embed(x, is_first_microbatch=(i == 0))
+                for layer in g_layers:
+                    x = layer(x)
+
+        def main(layers, h, batches):
+            graphed = build(layers, h)
+            nightly(graphed, batches)
+    """
+    assert _codes(source, select=["CG512"]) == [(14, "CG512")]
+    script = '''
+        import torch
+        import transformer_engine.pytorch as te
+
+        enc, head = torch.nn.Linear(8, 8), torch.nn.Linear(8, 2)
+        x = torch.randn(4, 8, device="cuda", requires_grad=True)
+        g_enc, g_head = te.make_graphed_callables((enc, head), ((x,), (x,)), cache_quantized_params=True)
+
+        def validate(batches):
+            for b in batches:
+                h = g_enc(b, is_first_microbatch=False)
+                yield g_head(h)
+    '''
+    assert _codes(script, select=["CG512"]) == [(11, "CG512")]

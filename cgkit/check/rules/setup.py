@@ -443,6 +443,161 @@ def _keyword_calls(facts, names: set, after: int, project, passed_on: bool):
             yield from _keyword_calls(facts_of(project, target), inner, 0, project, passed_on=False)
 
 
+@RULES.rule(
+    Rule(
+        code="CG512",
+        name="weight-caching-without-first-microbatch",
+        category="api-misuse",
+        message="`{what}(...)` is a callable graphed by Transformer Engine with `{option}=True` and is called "
+        "without `is_first_microbatch=`: the call raises ValueError",
+        fix="Pass `is_first_microbatch=True` on the first micro-batch of each step and `False` on the others "
+        "(on every call, inference too), or graph without `{option}`.",
+        compile=None,
+        what="Checks for calls without an `is_first_microbatch=` keyword of what Transformer Engine's "
+        "`make_graphed_callables` returns when it was given `cache_quantized_params=True` (or the deprecated "
+        "`fp8_weight_caching=True`), and of the modules it graphed in place: in the function that graphs them, "
+        "in the other methods of its class, and in the callers it returns them to.",
+        why="With weight caching, each replay must be told whether to quantize the weights again (the first "
+        "micro-batch of a step) or reuse the cached copy. Transformer Engine 2.20.2 checks this on every call "
+        "of a graphed callable (`transformer_engine/pytorch/graph.py`, `functionalized`): without a boolean "
+        "`is_first_microbatch` keyword it raises ValueError (\"`is_first_microbatch` boolean kwarg must be "
+        "provided for FP8 weight caching.\"). Measured on an H200 with Transformer Engine 2.20.2 "
+        "(benchmarks/te_weight_caching.py): a TE layer and a plain torch head graphed in one call both raise "
+        "it, in bf16 and with FP8, and so does the graphed module called directly; a graphed module runs the "
+        "graph (and so the check) while it is in the training mode it was graphed in, and after `.eval()` it "
+        "runs its own forward.",
+        example=code("""
+            import torch
+            import transformer_engine.pytorch as te
+
+            layer = te.Linear(64, 64).cuda()
+            x = torch.randn(16, 64, device="cuda", requires_grad=True)
+            graphed = te.make_graphed_callables(layer, (x,), cache_quantized_params=True)
+            y = graphed(x)
+        """),
+        use_instead=code("""
+            import torch
+            import transformer_engine.pytorch as te
+
+            layer = te.Linear(64, 64).cuda()
+            x = torch.randn(16, 64, device="cuda", requires_grad=True)
+            graphed = te.make_graphed_callables(layer, (x,), cache_quantized_params=True)
+            y = graphed(x, is_first_microbatch=True)
+        """),
+        gpu_skip="needs Transformer Engine on the device: measured by benchmarks/te_weight_caching.py "
+        "(benchmarks/h200-2026-12-01-te-caching) after scripts/device_te_setup.sh",
+        fails_with="ValueError",
+        trace=None,
+        trace_blind="the graphed callables are Transformer Engine's, called after the capture",
+    ),
+    Region(),
+)
+def weight_caching_without_first_microbatch(region, ctx):
+    if not _manual(region) or region.kind != "te.make_graphed_callables":
+        return
+    option = next((kw.arg for kw in region.node.keywords
+                   if kw.arg in ("cache_quantized_params", "fp8_weight_caching") and is_true(kw.value)), None)
+    if option is None:
+        return
+    project = ctx.project
+    sf = facts_of(project, region.scope)
+    returned = _bound_to(sf, region.node) | _assigned_attrs(sf, region.node)
+    in_place = {text_of(t) for t in region.targets if is_callable_module(sf.infer(t), project)}
+    in_place |= {text_of(n) for t in region.targets for n in ast.walk(t)  # ``tuple(self.layers) + (self.head,)``
+                 if type(n) is ast.Attribute and type(n.value) is ast.Name and n.value.id == sf.self_name}
+    graphed = _graphed_aliases(sf, returned | in_place, sf.self_name, sf.self_name)
+    todo, seen = [(sf, graphed, region.stmt.end_lineno, 0)], set()
+    if sf.cls is not None and sf.self_name:
+        attrs = {g for g in graphed if g.startswith(f"{sf.self_name}.")}
+        for name, node in sf.cls.methods.items():
+            if node is not region.scope.node and attrs:
+                todo.append((facts_of(project, FuncRef(sf.cls.module, node, sf.cls, name)), attrs, 0, 3))
+    if type(region.scope.node) is ast.Module:  # graphed at the top of a script: its functions use the globals
+        plain = {g for g in graphed if g.isidentifier()}
+        for name, node in region.module.defs.items():
+            todo.append((facts_of(project, FuncRef(region.module, node, None, name)), plain, 0, 3))
+    reported = set()
+    while todo:
+        facts, names, after, depth = todo.pop()
+        if not names or (facts.fref.key, after) in seen:
+            continue
+        seen.add((facts.fref.key, after))
+        names = _graphed_aliases(facts, names, facts.self_name, sf.self_name)
+        if not any(c.meth in ("eval",) or (c.meth == "train" and c.node.args and is_false(c.node.args[0]))
+                   for c in facts.calls):  # after ``.eval()`` a graphed module runs its own forward
+            for c in facts.calls:
+                if c.node.lineno > after and text_of(c.node.func) in names and id(c.node) not in reported \
+                        and not any(kw.arg == "is_first_microbatch" or kw.arg is None for kw in c.node.keywords):
+                    reported.add(id(c.node))
+                    yield found(c.node, module=facts.module, what=text_of(c.node.func), option=option)
+        for c in facts.calls if depth < 3 else ():  # ``nightly_scores(graphed, recipe, batches)``: handed on
+            func = c.node.func
+            passed = [i for i, a in enumerate(c.node.args) if type(a) is ast.Name and a.id in names]
+            node = facts.module.defs.get(func.id) if passed and type(func) is ast.Name else None
+            if node is not None:
+                target = FuncRef(facts.module, node, None, func.id)
+                params = target.positional_params
+                todo.append((facts_of(project, target), {params[i] for i in passed if i < len(params)}, 0, depth + 1))
+        fn = facts.fref.node
+        if depth >= 3 or type(fn) is ast.Module:
+            continue
+        positions = returned_positions(fn, {n for n in names if n.isidentifier()})
+        for caller, call in call_sites(project, facts.fref.name, facts.fref) if positions else ():
+            cf = facts_of(project, caller)
+            todo.append((cf, bound_from(cf, call, positions), call.lineno, depth + 1))
+
+
+def _assigned_attrs(facts, call) -> set:
+    """``self.graphed = make_graphed_callables(...)``: the attributes the result is stored in."""
+    for s in facts.self_stores:
+        if getattr(s.stmt, "value", None) is call:
+            return {f"{facts.self_name}.{s.attr}"}
+    return set()
+
+
+def _graphed_aliases(facts, names: set, self_name, graphing_self) -> set:
+    """``names`` as this function sees them (``self.`` of the graphing method read as this method's), with
+    what they are unpacked, sliced or indexed into (``g_embed, *g_layers, g_head = graphed``,
+    ``self.g_layers = graphed[:-1]``) and the loop variables that take their elements (``for layer in
+    g_layers``, ``enumerate(self.g_layers)``)."""
+    if self_name and graphing_self and self_name != graphing_self:
+        names = {f"{self_name}.{n[len(graphing_self) + 1:]}" if n.startswith(f"{graphing_self}.") else n for n in names}
+    out = set(names)
+    for _ in range(3):
+        grown = set(out)
+        for node in ast.walk(facts.fref.node):
+            if type(node) is ast.Assign:
+                pairs = []
+                for target in node.targets:
+                    if type(target) in (ast.Tuple, ast.List) and type(node.value) in (ast.Tuple, ast.List) \
+                            and len(target.elts) == len(node.value.elts):
+                        pairs += list(zip(target.elts, node.value.elts, strict=True))
+                    elif type(target) in (ast.Tuple, ast.List):
+                        pairs += [(elt, node.value) for elt in target.elts]
+                    else:
+                        pairs.append((target, node.value))
+                for target, value in pairs:
+                    source = value.value if type(value) is ast.Subscript else value
+                    if text_of(source) in out:
+                        target = target.value if type(target) is ast.Starred else target
+                        if text_of(target) is not None:
+                            grown.add(text_of(target))
+            elif type(node) in (ast.For, ast.comprehension):
+                it = node.iter
+                if type(it) is ast.Call and type(it.func) is ast.Name and it.func.id in ("enumerate", "reversed") and it.args:
+                    it = it.args[0]
+                if text_of(it) in out:
+                    target = node.target
+                    if type(target) is ast.Tuple and type(node.iter) is ast.Call and getattr(node.iter.func, "id", "") == "enumerate":
+                        target = target.elts[-1]
+                    if type(target) is ast.Name:
+                        grown.add(target.id)
+        if grown == out:
+            break
+        out = grown
+    return out
+
+
 def _ddp_constructions(region, ctx) -> list:
     """(facts, call) of every DistributedDataParallel(...) in a file that captures, once per file."""
     module = region.module
