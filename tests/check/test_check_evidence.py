@@ -4204,3 +4204,29 @@ def test_te_weight_caching_through_script_globals_and_helpers_the_callables_are_
                 yield g_head(h)
     '''
     assert _codes(script, select=["CG512"]) == [(11, "CG512")]
+
+
+def test_the_nccl_error_handling_setting_is_reported_where_the_process_group_is_made():
+    source = """
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        def main(build):
+            dist.init_process_group("nccl")
+            side = torch.cuda.Stream()
+            with torch.cuda.stream(side):
+                model = DDP(build().cuda())
+            x = torch.randn(4, 8, device="cuda")
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(11):
+                    model(x).sum().backward()
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                model(x).sum().backward()
+    """
+    assert _codes(source, select=["CG506"]) == [(6, "CG506")]
+    # A file that does not make the group: at the DDP construction.
+    assert _codes(source.replace('dist.init_process_group("nccl")', "pass"), select=["CG506"]) == [(9, "CG506")]

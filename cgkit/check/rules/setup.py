@@ -749,7 +749,9 @@ def ddp_short_warmup(region, ctx):
         fix='Set `os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"` before `init_process_group` (or in the launch environment).',
         manual="warning",
         compile=None,
-        what="Checks that a file which captures a DDP model also disables NCCL asynchronous error handling.",
+        what="Checks that a file which captures a DDP model also disables NCCL asynchronous error handling; "
+        "reported at `init_process_group` (the setting must come before it), or at the DDP construction when "
+        "the file does not create the process group.",
         why="With asynchronous error handling on, the NCCL watchdog queries the work of collectives "
         "from another thread, which can invalidate a capture in progress. PyTorch's notes ask to "
         "set it to 0 for full-backward capture with DDP (the older name "
@@ -796,8 +798,26 @@ def ddp_async_error_handling(region, ctx):
     constructions = _ddp_constructions(region, ctx)
     if not constructions or "ASYNC_ERROR_HANDLING" in region.module.text or not ctx.once(("CG506", id(region.module))):
         return
-    for _f, c in constructions:
+    # The process group reads the variable when it is created: the setting belongs before
+    # ``init_process_group``, reported there when the file makes the group, else at each DDP construction.
+    groups = [c for f, c in _calls_in_file(region, ctx) if c.qual == "torch.distributed.init_process_group"]
+    for c in groups or [c for _f, c in constructions]:
         yield found(c.node)
+
+
+def _calls_in_file(region, ctx) -> list:
+    """(facts, call) of every call of the file (its top level and functions), once per file."""
+    module = region.module
+
+    def compute():
+        project = ctx.project
+        facts_list = [module_facts(project, module)]
+        facts_list += [facts_of(project, FuncRef(module, node, None, name)) for name, node in module.defs.items()]
+        facts_list += [facts_of(project, FuncRef(module, node, cls, name))
+                       for cls in module.classes.values() for name, node in cls.methods.items()]
+        return [(f, c) for f in facts_list for c in f.calls]
+
+    return ctx.memo(("calls in file", id(module)), compute)
 
 
 @RULES.rule(
