@@ -4230,3 +4230,60 @@ def test_the_nccl_error_handling_setting_is_reported_where_the_process_group_is_
     assert _codes(source, select=["CG506"]) == [(6, "CG506")]
     # A file that does not make the group: at the DDP construction.
     assert _codes(source.replace('dist.init_process_group("nccl")', "pass"), select=["CG506"]) == [(9, "CG506")]
+
+
+def test_ddp_built_by_a_trainer_s_constructor_and_a_logged_loss_of_unknown_making():
+    source = """
+        import logging
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        log = logging.getLogger("train")
+
+        class Trainer:
+            def __init__(self, net, criterion):
+                self.model = DDP(net.cuda())
+                self.criterion = criterion
+                self.x = torch.randn(8, 3, device="cuda")
+                self.y = torch.randint(0, 3, (8,), device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+
+            def _step(self):
+                loss = self.criterion(self.model(self.x), self.y)
+                loss.backward()
+                log.debug(f"captured loss {loss}")
+                return loss.detach()
+
+            def capture(self):
+                with torch.cuda.graph(self.graph):
+                    self.loss = self._step()
+    """
+    codes = _codes(source, select=["CG504", "CG106"])
+    assert (9, "CG504") in codes and (18, "CG106") in codes
+    # Without the backward pass nothing says what the criterion returns.
+    no_backward = source.replace("                loss.backward()\n", "")
+    assert (17, "CG106") not in _codes(no_backward, select=["CG106"])
+
+
+def test_ddp_requirements_are_for_capturing_its_backward():
+    source = """
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        class Scorer:
+            def __init__(self, net):
+                self.model = DDP(net.cuda())
+                self.x = torch.randn(8, 3, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+
+            @torch.no_grad()
+            def freeze(self):
+                with torch.cuda.graph(self.graph):
+                    self.score = self.model(self.x).mean(-1)
+    """
+    # A forward-only capture: DDP's all-reduce hooks (and their stream and warm-up needs) never run in it.
+    assert _codes(source, select=["CG504", "CG505", "CG506"]) == []
+    training = source.replace("                    self.score = self.model(self.x).mean(-1)",
+                              "                    self.model(self.x).sum().backward()").replace("            @torch.no_grad()\n", "")
+    assert training != source
+    assert (6, "CG504") in _codes(training, select=["CG504"])

@@ -88,7 +88,7 @@ class DINOTrainer:
         self.static_g, self.static_l = gcrops.clone(), lcrops.clone()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # CLEAN: warm-up on a forked side stream, joined below
+        with torch.cuda.stream(side):
             for _ in range(3):
                 self.step(self.static_g, self.static_l)
         torch.cuda.current_stream().wait_stream(side)

@@ -71,7 +71,7 @@ def build():
     mask = torch.ones(B, N, device="cuda")
     def h():
         return torch.randn(B, N, args.hidden_dim, device="cuda", requires_grad=True)
-    samples = ((ids, pe),) + tuple((h(), adj.clone()) for _ in layers) + ((h(), mask),)  # CLEAN: every callable gets its own sample tensors
+    samples = ((ids, pe),) + tuple((h(), adj.clone()) for _ in layers) + ((h(), mask),)
     graphed = torch.cuda.make_graphed_callables((embed,) + tuple(layers) + (readout,), samples)
     return graphed[0], list(graphed[1:-1]), graphed[-1]
 

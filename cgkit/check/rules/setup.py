@@ -601,16 +601,17 @@ def _graphed_aliases(facts, names: set, self_name, graphing_self) -> set:
 def _ddp_constructions(region, ctx) -> list:
     """(facts, call) of every DistributedDataParallel(...) in a file that captures, once per file."""
     module = region.module
-    if not _manual(region) or region.kind not in _CAPTURES or "DistributedDataParallel" not in module.text:
-        return []
+    if not _manual(region) or region.kind not in _CAPTURES or "DistributedDataParallel" not in module.text \
+            or not _captures_backward(region):
+        return []  # DDP's requirements are for capturing its backward (its all-reduce hooks)
+    return [(f, c) for f, c in _calls_in_file(region, ctx) if c.qual == _DDP]
 
-    def compute():
-        project = ctx.project
-        facts_list = [module_facts(project, module)]
-        facts_list += [facts_of(project, FuncRef(module, node, None, name)) for name, node in module.defs.items()]
-        return [(f, c) for f in facts_list for c in f.calls if c.qual == _DDP]
 
-    return ctx.memo(("ddp", id(module)), compute)
+def _captures_backward(region) -> bool:
+    """The captured code runs a backward pass (``loss.backward()``, ``torch.autograd.grad``), itself or in
+    the functions it calls."""
+    return any(lo <= c.node.lineno <= hi and (c.meth == "backward" or c.qual == "torch.autograd.grad")
+               for facts, (lo, hi), _chain in region.reached for c in facts.calls)
 
 
 @RULES.rule(

@@ -297,8 +297,15 @@ def tensor_to_string(c, f):
 @RULES.also("CG106", Each("fstrings"))
 def tensor_in_fstring(item, f):
     value, stmt = item
-    if is_tensor(f.infer(value.value)):
+    if is_tensor(f.infer(value.value)) or _backpropagated(f, value.value):
         yield found(value.value, stmt, what="an f-string")
+
+
+def _backpropagated(f, expr) -> bool:
+    """``loss`` of ``loss.backward()`` in the same function: a tensor, whatever made it (a criterion
+    object of unknown type)."""
+    return type(expr) is ast.Name and any(
+        c.meth == "backward" and type(c.node.func.value) is ast.Name and c.node.func.value.id == expr.id for c in f.calls)
 
 
 @RULES.rule(
