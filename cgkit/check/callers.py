@@ -50,6 +50,33 @@ def _find_call_sites(project: Project, name: str) -> list:
     return out
 
 
+def calls_of(project: Project, helper: FuncRef):
+    """The calls of a function: by its name, and through a local ``functools.partial`` of it
+    (``bench = partial(capture, warmup=3)`` ... ``bench(case)``, given as the call it makes)."""
+    yield from call_sites(project, helper.name, helper)
+    name = helper.name
+    for module in project.checked:
+        if "partial(" not in module.text or name not in module.text:
+            continue
+        for fref in functions_of(module):
+            text = source_of(fref)
+            if "partial(" not in text or name not in text or fref.node is helper.node:
+                continue
+            facts = facts_of(project, fref)
+            for store in facts.stores:
+                made = getattr(store.node, "value", None)
+                if type(store.node) is not ast.Assign or type(made) is not ast.Call or not made.args \
+                        or facts.qual(made.func) != "functools.partial" \
+                        or type(made.args[0]) is not ast.Name or made.args[0].id != name:
+                    continue
+                for c in facts.calls:
+                    node = c.node
+                    if type(node.func) is ast.Name and node.func.id == store.name and node.lineno > store.node.lineno:
+                        whole = ast.Call(func=node.func, args=[*made.args[1:], *node.args],
+                                         keywords=[*made.keywords, *node.keywords])
+                        yield fref, ast.copy_location(whole, node)
+
+
 def source_of(fref) -> str:
     """The text of a function (or of the whole module, for its top level)."""
     node, module = fref.node, fref.module
@@ -77,14 +104,26 @@ def seed_from_callers(fref: FuncRef, project: Project, called_as: str | None = N
     ``called_as``: the name callers use instead of the function's own (``self.step_fn = torch.compile(
     self._step)`` is called as ``step_fn``)."""
     node = fref.node
-    if type(node) is ast.Module or fref.key in project.facts_cache:
+    if type(node) is ast.Module:
         return
+    if fref.key in project.facts_cache and not project.facts_cache[fref.key].scanned:
+        return  # being walked: its parameters are read already
     name = called_as or (fref.cls.name if fref.name == "__init__" and fref.cls is not None else fref.name)
     params = set(fref.positional_params) | {a.arg for a in node.args.kwonlyargs}
+    found: dict = {}
     for caller, call in call_sites(project, name, fref):
         kinds = argument_kinds(facts_of(project, caller), call, fref)
-        if kinds:
-            project.seed(fref, {k: v for k, v in kinds.items() if k in params})
+        for param, kind in (kinds or {}).items():
+            if param in params:
+                found.setdefault(param, kind)
+    cached = project.facts_cache.get(fref.key)  # (asking the callers may have analysed it)
+    if cached is not None:
+        # analysed before its callers were asked: analyse it again when they tell what an untyped
+        # parameter holds
+        if not cached.scanned or not any(cached.kind_of_name(param) is None for param in found):
+            return
+        del project.facts_cache[fref.key]
+    project.seed(fref, found)
 
 
 def argument_for(call: ast.Call, params: list[str], name: str):

@@ -126,7 +126,20 @@ def _method_targets(facts, value, attr: str, recv, qual) -> list[FuncRef]:
     if owner is None and held_by_self(value, facts):
         duck_typed = type(value) is ast.Name and value.id != facts.self_name  # ``cb`` of ``self.callbacks``
         return _only_method_named(facts, attr, duck_typed)
+    if owner is None and _handed_in(facts, value):
+        return _only_method_named(facts, attr)  # ``def run(model, ...): ... model.observe(x, y)``
     return []
+
+
+def _handed_in(facts, value) -> bool:
+    """``value`` is an object this function is given and does not bind: an untyped parameter, or one of
+    the enclosing function's that a nested function reads (``lc`` in ``def step(): lc.loss(...)``)."""
+    if type(value) is not ast.Name or value.id == facts.self_name or facts.qual(value) is not None:
+        return False
+    name = value.id
+    if any(s.name == name for s in facts.stores):
+        return False
+    return name in facts.params or name not in facts.module.defs and name not in facts.module.classes
 
 
 def _is_getattr(node) -> bool:

@@ -426,6 +426,9 @@ class Facts:
                 if last == "from_numpy" or device is None:
                     return CPU
                 return CPU if _device_literal(device) == "cpu" else TENSOR
+            if e.args and type(e.args[0]) is not ast.Constant and _kw(e, "device") is None \
+                    and self.infer(e.args[0]) is CPU:
+                return CPU  # ``torch.cumsum(lengths_cpu, 0)``: an op on a host tensor runs on the host
             return TENSOR
         return None
 
@@ -584,9 +587,10 @@ class Facts:
         target = self.module.resolve_expr(node, self.project, self.local_imports)
         return target if isinstance(target, ClassIndex) else None
 
-    def _store_target(self, target, kind, stmt, aug=False, loop_target=False, at=None) -> None:
+    def _store_target(self, target, kind, stmt, aug=False, loop_target=False, at=None, value=None) -> None:
         """Bind ``target`` to ``kind``; the binding takes effect at position ``at`` (default: the end
-        of ``stmt``, after its value is computed)."""
+        of ``stmt``, after its value is computed). ``value``: the element of the statement's value that
+        ``target`` receives, where it unpacks a tuple written out."""
         t = type(target)
         if t is ast.Name:
             if not aug:
@@ -607,7 +611,10 @@ class Facts:
         elif t is ast.Attribute:
             owner = target.value
             if type(owner) is ast.Name and owner.id == self.self_name:
-                value = None if aug else getattr(stmt, "value", None)
+                if aug:
+                    value = None
+                elif value is None:
+                    value = getattr(stmt, "value", None)
                 self.self_stores.append(SelfStore(target.attr, stmt, value, None if aug else kind))
             elif type(owner) is ast.Name:
                 self.attr_stores.append((owner, target.attr, stmt))
@@ -642,8 +649,8 @@ def _h_assign(f: Facts, n) -> None:
         kinds = [f.infer(elt) for elt in value.elts]
         for target in n.targets:
             if type(target) in (ast.Tuple, ast.List) and len(target.elts) == len(kinds):
-                for elt, kind in zip(target.elts, kinds, strict=True):
-                    f._store_target(elt, kind, n)
+                for elt, kind, part in zip(target.elts, kinds, value.elts, strict=True):
+                    f._store_target(elt, kind, n, value=part)  # ``self.task, self.seen = 0, 0``: each its number
             else:
                 f._store_target(target, None, n)
         return

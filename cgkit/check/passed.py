@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from cgkit.check.callers import argument_for, call_sites, functions_of, source_of
+from cgkit.check.callers import argument_for, call_sites, calls_of, functions_of, source_of
 from cgkit.check.facts import facts_of
 from cgkit.check.names import bound_values, dotted
 from cgkit.check.project import FuncRef
@@ -44,7 +44,7 @@ def passed_callables(region, project) -> list[Passed]:
     if param_slots:
         params = scope.positional_params
         helper_warms = {p for p in param_slots if _called_before(facts, p, region.stmt.lineno, param_slots)}
-        for caller, call in call_sites(project, scope.name, scope):
+        for caller, call in calls_of(project, scope):
             for slot in param_slots:
                 arg = argument_for(call, params, slot)
                 if arg is not None:

@@ -4287,3 +4287,171 @@ def test_ddp_requirements_are_for_capturing_its_backward():
                               "                    self.model(self.x).sum().backward()").replace("            @torch.no_grad()\n", "")
     assert training != source
     assert (6, "CG504") in _codes(training, select=["CG504"])
+
+
+def test_ops_on_host_tensors_stay_on_the_host():
+    source = """
+        import torch
+
+        def crops_forward(backbone, crops):
+            sizes = torch.tensor([c.shape[-1] for c in crops])
+            ends = torch.cumsum(torch.unique_consecutive(sizes, return_counts=True)[1], 0)
+            out, start = [], 0
+            for end in ends.tolist():
+                out.append(backbone(torch.cat(crops[start:end])))
+                start = end
+            return torch.cat(out)
+
+        net = torch.nn.Linear(8, 8).cuda()
+        crops = [torch.randn(2, 8, device="cuda")]
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = crops_forward(net, crops)
+    """
+    # Bookkeeping on a CPU tensor built from Python sizes: no GPU value is read, nothing syncs.
+    assert _codes(source, select=["CG202", "CG102"]) == []
+    on_gpu = source.replace("torch.tensor([c.shape[-1] for c in crops])",
+                            'torch.tensor([c.shape[-1] for c in crops], device="cuda")')
+    assert on_gpu != source
+    assert {(5, "CG202"), (7, "CG102")} <= set(_codes(on_gpu, select=["CG202", "CG102"]))
+
+
+def test_a_host_tensor_returned_by_a_compiled_function_is_not_overwritten():
+    source = """
+        import torch
+
+        @torch.compile(mode="reduce-overhead")
+        def select(scores, noisy):
+            kept = torch.argsort(scores)[:8]
+            ratio = 1.0 - noisy[kept].float().mean().cpu()
+            return scores[kept].sum(), ratio
+
+        ratios = []
+        for _ in range(3):
+            loss, ratio = select(torch.randn(32, device="cuda"), torch.zeros(32, device="cuda"))
+            ratios.append(ratio)
+    """
+    # The ratio is a CPU tensor: cudagraph trees never hold it, so the next call cannot overwrite it.
+    assert (12, "CG407") not in _codes(source, select=["CG407"])
+    on_gpu = source.replace(".mean().cpu()", ".mean()")
+    assert (12, "CG407") in _codes(on_gpu, select=["CG407"])
+
+
+def test_a_capture_helper_learns_its_parameter_from_its_callers():
+    source = """
+        import torch
+
+        class InnerLoop:
+            def __init__(self, model):
+                self.model = model
+
+            def run(self):
+                return self.model(torch.randn(4, 2, device="cuda")).sum().item()
+
+        def capture(inner):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                inner.run()
+            return g
+
+        def main():
+            inner, graph = InnerLoop(torch.nn.Linear(2, 2).cuda()), None
+            graph = capture(inner)
+    """
+    # ``run`` is too common a name to guess from; the caller says ``inner`` is an InnerLoop.
+    assert (8, "CG101") in _codes(source, select=["CG101"])
+    no_caller = source.replace("            graph = capture(inner)\n", "")
+    assert no_caller != source
+    assert _codes(no_caller, select=["CG101"]) == []
+
+
+def test_a_method_only_one_class_of_the_file_defines_is_followed_on_a_handed_in_object():
+    source = """
+        import torch
+
+        class LossComputer:
+            def loss(self, out, y):
+                if out.mean() > 0:
+                    return out.sum()
+                return out.mean()
+
+        class Learner:
+            def observe(self, x):
+                return x.norm().item()
+
+        def capture_step(model, lc, learner, x):
+            def step():
+                return lc.loss(model(x), x)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                out = step()
+                learner.observe(x)
+            return g, out
+    """
+    # ``lc`` (read by the nested step) and ``learner`` are handed in untyped; one class defines each method.
+    assert {(5, "CG201"), (11, "CG101")} <= set(_codes(source, select=["CG201", "CG101"]))
+    shared = source.replace("    def observe(self, x):", "    def loss(self, x):").replace(
+        "learner.observe(x)", "learner.loss(x)")
+    assert shared != source
+    # Two unrelated classes define ``loss``: nothing tells which one is meant.
+    assert _codes(shared, select=["CG201", "CG101"]) == []
+
+
+def test_a_counter_set_by_tuple_unpacking_in_init_is_a_python_number():
+    source = """
+        import torch
+
+        class Learner(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+                self.task, self.seen = 0, 0
+
+            def forward(self, x):
+                self.seen += x.size(0)
+                return self.lin(x)
+
+        net = Learner().cuda()
+        x = torch.randn(2, 4, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = net(x)
+    """
+    # ``seen`` starts as the number 0: adding the batch size counts on the host, once, at capture.
+    assert (10, "CG402") in _codes(source, select=["CG402"])
+    as_tensor = source.replace("self.task, self.seen = 0, 0", "self.task, self.seen = 0, torch.zeros(())")
+    assert as_tensor != source
+    assert (10, "CG402") not in _codes(as_tensor, select=["CG402"])
+
+
+def test_a_capture_helper_called_through_a_partial_and_the_generators_it_registers():
+    source = """
+        import functools
+        import torch
+
+        def capture(case, warmup=3, generators=()):
+            g = torch.cuda.CUDAGraph()
+            for gen in generators:
+                g.register_generator_state(gen)
+            with torch.cuda.graph(g):
+                out = case()
+            return g, out
+
+        class Noisy:
+            def __init__(self, x):
+                self.x = x
+                self.gen = torch.Generator(device="cuda")
+
+            def __call__(self):
+                return self.x + torch.randn(self.x.shape, device="cuda", generator=self.gen)
+
+        def main(x):
+            bench = functools.partial(capture, warmup=3)
+            return bench(Noisy(x))
+    """
+    # The helper registers only what it is given, and the partial passes nothing.
+    assert (18, "CG409") in _codes(source, select=["CG409"])
+    given = source.replace("bench(Noisy(x))", "bench(case, generators=(case.gen,))").replace(
+        "            return bench", "            case = Noisy(x)\n            return bench")
+    assert given != source
+    assert _codes(given, select=["CG409"]) == []

@@ -105,7 +105,8 @@ _SHAPE_METHODS_NEED_TENSOR = {"unique", "unique_consecutive"}
 def dynamic_shape_op(c, f):
     node, q = c.node, c.qual
     if q in _SHAPE_FUNCS:
-        yield found(node, c.stmt, what=_SHAPE_FUNCS[q])
+        if not (node.args and f.infer(node.args[0]) is CPU):  # sizing a host tensor's result reads no GPU
+            yield found(node, c.stmt, what=_SHAPE_FUNCS[q])
     elif q == "torch.where":
         if len(node.args) == 1 and not node.keywords:
             yield found(node, c.stmt, what="torch.where(condition)")

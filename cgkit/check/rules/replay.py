@@ -7,6 +7,7 @@ import ast
 from cgkit.check import around as near
 from cgkit.check import callers
 from cgkit.check.facts import (
+    CPU,
     MASK,
     RANDOM_FACTORIES,
     attr_kind,
@@ -1678,6 +1679,8 @@ def _not_graph_held(facts, e, depth: int = 0) -> bool:
     t = type(e)
     if t in (ast.Constant, ast.JoinedStr):
         return True
+    if t is not ast.Name and facts.infer(e) is CPU:  # ``1.0 - hits.float().mean(1).cpu()``: a host tensor
+        return True
     if t is ast.Call:
         if type(e.func) is ast.Name and e.func.id in _HOST_VALUE_CALLS:
             return True
@@ -2026,7 +2029,7 @@ def unregistered_generator(c, f):
         return
     gen = c.kwarg("generator")
     if gen is not None and not (type(gen) is ast.Constant and gen.value is None):
-        registered = _registered_generators(f.module)
+        registered = _registered_generators(f)
         if "*" in registered:
             return
         if type(gen) is ast.Name and gen.id in f.params and not any(s.name == gen.id for s in f.stores):
@@ -2049,17 +2052,56 @@ def _generators_passed(facts, param: str) -> list:
     return out
 
 
-def _registered_generators(module) -> set:
+def _registered_generators(f) -> set:
     """The last names of the generators the file registers (``g.register_generator_state(self.gen)``
     -> ``gen``); ``{"*"}`` when one is registered through an expression the checker cannot name."""
+    module = f.module
     if "register_generator_state" not in module.text:
         return set()
     out = set()
-    for node in ast.walk(module.tree):
-        if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "register_generator_state":
-            parts = dotted(node.args[0]) if node.args else None
-            out.add(parts[-1] if parts else "*")
+    for fref in callers.functions_of(module):
+        if type(fref.node) is not ast.Module and "register_generator_state" not in callers.source_of(fref):
+            continue
+        facts = facts_of(f.project, fref)
+        for c in facts.calls:
+            if c.meth == "register_generator_state" and c.node.args and \
+                    (type(fref.node) is not ast.Module or not _inside_function(module, c.node)):
+                out |= _names_registered(facts, c.node.args[0])
     return out
+
+
+def _inside_function(module, node) -> bool:
+    return any(fn.lineno <= node.lineno <= fn.end_lineno for fn in ast.walk(module.tree)
+               if type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef))
+
+
+def _names_registered(facts, gen) -> set:
+    """``self.gen`` -> {"gen"}; ``for gen in generators: g.register_generator_state(gen)`` -> the names
+    in what is iterated: a tuple written out, or what the callers pass for the parameter (nothing, for
+    one they leave at its default)."""
+    if type(gen) is ast.Name:
+        loops = facts.loops_binding(gen.id)
+        if len(loops) == 1 and loops[0][1] is not None and type(loops[0][1]) is ast.Name:
+            iterated = loops[0][0]
+            if type(iterated) in (ast.Tuple, ast.List):
+                return {(dotted(e) or ["*"])[-1] for e in iterated.elts}
+            if type(iterated) is ast.Name and iterated.id in facts.params \
+                    and not any(s.name == iterated.id for s in facts.stores):
+                fref = facts.fref
+                sites = list(callers.calls_of(facts.project, fref))
+                if not sites:
+                    return {"*"}
+                out = set()
+                for _caller, call in sites:
+                    passed = callers.argument_for(call, fref.positional_params, iterated.id)
+                    if passed is None:
+                        continue  # the default: nothing registered
+                    if type(passed) not in (ast.Tuple, ast.List):
+                        return {"*"}
+                    out |= {(dotted(e) or ["*"])[-1] for e in passed.elts}
+                return out
+    parts = dotted(gen)
+    return {parts[-1] if parts else "*"}
 
 
 def _generator_name(facts, gen) -> str | None:
