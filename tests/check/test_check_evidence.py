@@ -4455,3 +4455,51 @@ def test_a_capture_helper_called_through_a_partial_and_the_generators_it_registe
         "            return bench", "            case = Noisy(x)\n            return bench")
     assert given != source
     assert _codes(given, select=["CG409"]) == []
+
+
+def test_a_host_generator_object_draws_on_the_host():
+    source = """
+        import numpy as np
+        import torch
+
+        rng = np.random.RandomState(0)
+        x = torch.randn(16, device="cuda")
+
+        def step():
+            perm = rng.permutation(16)
+            return x[perm[:8]].sum()
+
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = step()
+    """
+    # The permutation drawn at capture is replayed every time.
+    assert (8, "CG403") in _codes(source, select=["CG403"])
+    device = source.replace("np.random.RandomState(0)", 'torch.Generator(device="cuda")').replace(
+        "rng.permutation(16)", 'torch.randperm(16, device="cuda", generator=rng)')
+    assert device != source
+    assert (8, "CG403") not in _codes(device, select=["CG403"])
+
+
+def test_a_parameter_given_new_storage_inside_a_capture():
+    source = """
+        import torch
+
+        model = torch.nn.Linear(4, 4).cuda()
+        saved = {p: p.detach().clone() for p in model.parameters()}
+        x = torch.randn(2, 4, device="cuda")
+
+        def restore():
+            for p in model.parameters():
+                p.data = saved[p]
+
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            model(x).sum().backward()
+            restore()
+    """
+    # The swap happens once, at capture; replays keep the storage the graph recorded.
+    assert (9, "CG406") in _codes(source, select=["CG406"])
+    in_place = source.replace("p.data = saved[p]", "p.data.copy_(saved[p])")
+    assert in_place != source
+    assert _codes(in_place, select=["CG406"]) == []

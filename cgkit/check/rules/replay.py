@@ -509,7 +509,8 @@ _TORCH_RANDOM = tuple(f"torch.{name}" for name in sorted(RANDOM_FACTORIES))
         compile_message="`{what}` draws a random number on the host inside a compiled region (graph break or a constant)",
         fix="Draw on the GPU with the default CUDA generator (`torch.rand(..., device=\"cuda\")`), which advances on every replay.",
         compile="warning",
-        what="Checks for Python `random`, `numpy.random` and CPU `torch.rand*` calls inside a captured region.",
+        what="Checks for Python `random`, `numpy.random` and CPU `torch.rand*` calls inside a captured region, "
+        "and draws from a host generator object the file makes (`rng = np.random.RandomState(seed)`, then `rng.permutation(n)`).",
         why=_HOST_NOTE + " A random number drawn on the host becomes a constant of the graph: "
         "dropout masks, noise or sampling decisions repeat identically on every replay. CUDA random "
         "ops with the default generator are safe: the graph advances their offset on each replay.",
@@ -548,6 +549,29 @@ def host_rng(c, f):
     elif q in _TORCH_RANDOM and q[6:] in ("rand", "randn", "randint", "randperm"):
         if c.kwarg("device") is None and c.kwarg("generator") is None:
             yield found(c.node, c.stmt, what=f"{q}() without device=")
+
+
+_HOST_RNG_MAKERS = frozenset({"numpy.random.RandomState", "numpy.random.default_rng", "numpy.random.Generator",
+                              "random.Random"})
+_HOST_RNG_NON_DRAWS = frozenset({"seed", "get_state", "set_state", "getstate", "setstate", "spawn", "bit_generator"})
+
+
+@RULES.also("CG403", Calls(every=True))
+def host_rng_object(c, f):
+    """``rng.permutation(n)`` on ``rng = np.random.RandomState(seed)`` (a research script's own host
+    generator, made here or at the top of the file)."""
+    if c.meth is None or c.meth in _HOST_RNG_NON_DRAWS or type(c.node.func.value) is not ast.Name:
+        return
+    name = c.node.func.value.id
+    stores = [s for s in f.stores if s.name == name]
+    owner = f
+    if not stores and name not in f.params:
+        owner = module_facts(f.project, f.module)
+        stores = [s for s in owner.stores if s.name == name]
+    values = [getattr(s.node, "value", None) for s in stores]
+    if values and all(type(v) is ast.Call and owner.qual(v.func) in _HOST_RNG_MAKERS for v in values) \
+            and all(len(getattr(s.node, "targets", ())) == 1 and type(s.node.targets[0]) is ast.Name for s in stores):
+        yield found(c.node, c.stmt, what=f"{name}.{c.meth}() (a host generator)")
 
 
 _SCALAR_ANNOTATIONS = ("int", "float", "bool")
@@ -1300,13 +1324,14 @@ def rebound_input_of_helper(region, ctx):
         code="CG406",
         name="state-rebound-in-region",
         category="static-address",
-        message="`self.{what}` is replaced by a new tensor inside the region: replays read the original and the update is lost",
-        fix="Update the buffer in place: `self.{what}.copy_(...)`, `.mul_()`, `.add_()`.",
+        message="`{what}` is replaced by a new tensor inside the region: replays read the original and the update is lost",
+        fix="Update the buffer in place: `{what}.copy_(...)`, `.mul_()`, `.add_()`.",
         compile="error",
-        compile_message="`self.{what}` is replaced by a new tensor inside a CUDA-graph-compiled region: the next "
+        compile_message="`{what}` is replaced by a new tensor inside a CUDA-graph-compiled region: the next "
         "call reads the previous call's output, which that call overwrote (\"accessing tensor output of CUDAGraphs "
         "that has been overwritten by a subsequent run\")",
-        what="Checks for module state (`self.x = f(self.x)`) rebound to a new tensor inside a captured region.",
+        what="Checks for module state (`self.x = f(self.x)`) rebound to a new tensor inside a captured region, "
+        "and parameters given new storage there (`p.data = saved[p]` in a captured optimizer step).",
         why="Inside capture, the new tensor is allocated from the graph's memory pool and the attribute "
         "is pointed at it once. Every replay recomputes from the tensor the graph read at capture "
         "(the old buffer), so running statistics or caches never accumulate. Under "
@@ -1367,7 +1392,34 @@ def state_rebound_in_region(item, f):
         return
     kind = attr_kind(f.cls, attr, f.project) if f.cls is not None else None
     if is_tensor(kind) or is_tensor(f.infer(value)):
-        yield found(stmt, stmt, what=attr)
+        yield found(stmt, stmt, what=f"self.{attr}")
+
+
+@RULES.also("CG406", Region())
+def parameter_storage_swapped_in_capture(region, ctx):
+    """``p.data = self.state[p]["old_p"]`` in a captured step (SAM's second step): the swap happens once,
+    at capture, and replays keep writing the storage the graph recorded."""
+    if region.klass != "manual":
+        return
+    for facts, span, _chain in region.reached:
+        for owner, attr, stmt in facts.attr_stores:
+            if attr != "data" or type(stmt) is not ast.Assign or (span and not span[0] <= stmt.lineno <= span[1]):
+                continue
+            if _iterates_parameters(facts, owner.id) or is_tensor(facts.infer(owner)):
+                yield found(stmt, module=facts.module, what=f"{owner.id}.data")
+
+
+def _iterates_parameters(facts, name: str) -> bool:
+    """``name`` is the loop variable of ``for p in model.parameters()`` or ``for p in group["params"]``."""
+    for s in facts.stores:
+        if s.name != name or not s.loop_target:
+            continue
+        for n in ast.walk(getattr(s.node, "iter", None) or ast.Pass()):
+            if type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr in ("parameters", "named_parameters"):
+                return True
+            if type(n) is ast.Subscript and type(n.slice) is ast.Constant and n.slice.value == "params":
+                return True
+    return False
 
 
 @RULES.rule(
