@@ -1058,7 +1058,60 @@ def _literal_store(facts, stmt, attr: str | None = None) -> bool:
     if type(value) is ast.Subscript:  # ``self.LEVELS[level]`` with ``LEVELS = {"low": 0.3, ...}``, ``WAVELENGTHS[i]``
         entries = _table_of(facts, value.value)
         return bool(entries) and all(scalar_literal(v) for v in entries)
-    return scalar_literal(value)
+    return scalar_literal(value) or command_line_number(facts.module, value) or _number_loop_variable(facts, value)
+
+
+def command_line_number(module, value) -> bool:
+    """``args.lr`` where the file declares ``parser.add_argument("--lr", type=float, ...)`` (or a number
+    default, or a ``store_true`` flag): a Python number or flag parsed from the command line."""
+    if type(value) is not ast.Attribute or type(value.value) is not ast.Name or "add_argument(" not in module.text:
+        return False
+    if module.number_options is None:
+        module.number_options = _number_options(module.tree)
+    return value.attr in module.number_options
+
+
+def _number_options(tree) -> frozenset:
+    out = set()
+    for node in ast.walk(tree):
+        if type(node) is not ast.Call or type(node.func) is not ast.Attribute or node.func.attr != "add_argument":
+            continue
+        flags = [a.value for a in node.args if type(a) is ast.Constant and isinstance(a.value, str)]
+        keywords = {kw.arg: kw.value for kw in node.keywords if kw.arg}
+        dest = keywords.get("dest")
+        if type(dest) is ast.Constant and isinstance(dest.value, str):
+            name = dest.value
+        else:
+            long = [f for f in flags if f.startswith("--")] or flags
+            if not long:
+                continue
+            name = long[0].lstrip("-").replace("-", "_")
+        kind, default, action = keywords.get("type"), keywords.get("default"), keywords.get("action")
+        if type(kind) is ast.Name:
+            numeric = kind.id in ("float", "int")
+        elif kind is None and type(action) is ast.Constant:
+            numeric = action.value in ("store_true", "store_false")
+        else:
+            numeric = kind is None and _number_expr(default) if default is not None else False
+        if numeric:
+            out.add(name)
+    return frozenset(out)
+
+
+def _number_loop_variable(facts, value) -> bool:
+    """``lam`` of ``for lam in map(float, grid.split(","))`` or ``for k in range(n)``: a Python number."""
+    if type(value) is not ast.Name:
+        return False
+    loops = [s for s in facts.stores if s.name == value.id]
+    if not loops or not all(s.loop_target and type(getattr(s.node, "target", None)) is ast.Name for s in loops):
+        return False
+    for s in loops:
+        it = getattr(s.node, "iter", None)
+        if not (type(it) is ast.Call and type(it.func) is ast.Name and (
+                it.func.id == "range" or it.func.id == "map" and it.args and type(it.args[0]) is ast.Name
+                and it.args[0].id in ("float", "int"))):
+            return False
+    return True
 
 
 def _table_of(facts, expr) -> list | None:
@@ -1095,7 +1148,7 @@ def initial_literal(read, ctx) -> bool:
                     value = _element_for(store.stmt, store.attr)
                     if type(value) is ast.Name and value.id in init_facts.params:  # ``self.decay = decay``
                         return value.id in init_facts.scalar_params
-                    return scalar_literal(value)
+                    return scalar_literal(value) or command_line_number(klass.module, value)
         return False
     if key[0] == "global":
         module = read.module

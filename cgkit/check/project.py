@@ -156,6 +156,7 @@ class ModuleIndex:
         self.classes: dict[str, ClassIndex] = {}
         self._lines: list[str] | None = None
         self._mutable_globals: dict[str, int] | None = None
+        self.number_options: frozenset[str] | None = None  # command-line options parsed as numbers (around.py)
         stack = [tree.body]
         while stack:
             for stmt in stack.pop():

@@ -4503,3 +4503,43 @@ def test_a_parameter_given_new_storage_inside_a_capture():
     in_place = source.replace("p.data = saved[p]", "p.data.copy_(saved[p])")
     assert in_place != source
     assert _codes(in_place, select=["CG406"]) == []
+
+
+def test_a_command_line_number_set_again_between_replays():
+    source = """
+        import argparse
+        import torch
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--mean_field_factor", type=float, default=0.4)
+        args = parser.parse_args()
+
+        class Head(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+                self.factor = args.mean_field_factor
+
+            def forward(self, x):
+                return self.lin(x) * self.factor
+
+        def tune(model, graph, grid):
+            for value in grid:
+                model.factor = value
+                graph.replay()
+
+        head = Head().cuda()
+        x = torch.randn(2, 4, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = head(x)
+        tune(head, g, [0.1, 0.2])
+    """
+    # The factor starts as a number from the command line: the new values never reach the graph.
+    assert (15, "CG404") in _codes(source, select=["CG404"])
+    as_text = source.replace('type=float, default=0.4', 'type=str, default="0.4"')
+    assert as_text != source
+    assert (15, "CG404") not in _codes(as_text, select=["CG404"])
+    # A loop variable over ``map(float, ...)`` is a number too, whatever the option says.
+    parsed = as_text.replace("for value in grid:", "for value in map(float, grid):")
+    assert (15, "CG404") in _codes(parsed, select=["CG404"])
