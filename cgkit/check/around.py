@@ -589,10 +589,26 @@ def configured_here(facts, owner, stmt, region) -> bool:
     function sets up an object it built itself, not the one the graph holds. A loop's variable
     (``for blk in model.blocks``: the model's parts) and what the capture returned (``embed, g = build()``)
     are the graph's own."""
-    if type(owner) is not ast.Name:
+    if type(owner) is not ast.Name or _handed_to_compiled(facts, owner.id, stmt, region):
         return False
     local = {s.name for s in facts.stores if s.name == owner.id and not s.loop_target and not _returned_by_capture(s, region)}
     return (owner.id in local and owner.id not in facts.params) or _built_here(facts, owner.id, stmt, region)
+
+
+def _handed_to_compiled(facts, name: str, stmt, region) -> bool:
+    """``loss = train_step(model, x, y)`` in the loop that sets ``model.W_E`` (or above the store): the
+    object is given to the compiled function, which has run with it before the store."""
+    if region.klass != "compile":
+        return False
+    called = set(compiled_names(region))
+    for c in facts.calls:
+        node = c.node
+        if _text(node.func) not in called or not any(type(a) is ast.Name and a.id == name for a in node.args):
+            continue
+        if node.lineno < stmt.lineno or any(lp.lineno <= stmt.lineno <= lp.end_lineno and lp.lineno <= node.lineno <= lp.end_lineno
+                                            for lp in facts.loops):
+            return True
+    return False
 
 
 def _built_here(facts, name: str, stmt, region) -> bool:
@@ -641,8 +657,15 @@ def lines_after_capture(fref, region, ctx) -> int | None:
 def _lines_after_capture(fref, region, ctx) -> int | None:
     reached = {facts.fref.key for facts, _span, _chain in region.reached}
     setup = {r.scope.key: r.stmt.end_lineno for r in ctx.regions if r.scope is not None}
-    if fref.key in reached or fref.key in setup or fref.name in CONSTRUCTION:
+    if fref.key in reached or fref.name in CONSTRUCTION:
         return None
+    if fref.key in setup:
+        if region.klass != "compile" or any(r.klass != "compile" for r in ctx.regions
+                                              if r.scope is not None and r.scope.key == fref.key):
+            return None
+        # ``opt_step = torch.compile(opt.step)`` then a training loop calling ``train_step``: compiling is
+        # lazy, so below that line the function runs while the compiled code is in use
+        return setup[fref.key]
     after = _below_capture_calls(facts_of(ctx.project, fref), region)
     if after is None:
         return None

@@ -4543,3 +4543,40 @@ def test_a_command_line_number_set_again_between_replays():
     # A loop variable over ``map(float, ...)`` is a number too, whatever the option says.
     parsed = as_text.replace("for value in grid:", "for value in map(float, grid):")
     assert (15, "CG404") in _codes(parsed, select=["CG404"])
+
+
+def test_a_parameter_replaced_in_the_loop_that_calls_a_compiled_step():
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.W_E = nn.Parameter(torch.randn(8, 8))
+
+            def forward(self, x):
+                return x @ self.W_E
+
+        @torch.compile(mode="reduce-overhead")
+        def train_step(model, x):
+            return model(x).sum()
+
+        def main(x):
+            model = Net().cuda()
+            opt = torch.optim.AdamW(model.parameters(), lr=torch.tensor(0.01, device="cuda"), capturable=True)
+            opt_step = torch.compile(opt.step, mode="reduce-overhead")
+            for epoch in range(10):
+                if epoch == 5:
+                    model.W_E = nn.Parameter(torch.randn(8, 8, device="cuda"))
+                train_step(model, x).backward()
+                opt_step()
+    """
+    # ``main`` compiles the optimizer step too; its loop still runs while train_step is in use.
+    assert (22, "CG405") in _codes(source, select=["CG405"])
+    before_first_call = source.replace("            for epoch in range(10):\n                if epoch == 5:\n    ",
+                                       "            if True:\n    ").replace(
+        "                train_step(model, x).backward()", "            for epoch in range(10):\n                train_step(model, x).backward()")
+    assert before_first_call != source
+    # Set before the first call (and outside the loop that calls it): the model's starting state.
+    assert not [c for c in _codes(before_first_call, select=["CG405"]) if c[1] == "CG405"]
