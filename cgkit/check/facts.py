@@ -1074,11 +1074,16 @@ def _returns_kind(fn, module: ModuleIndex, qual: str):
 _TORCH_TENSOR_FUNCS = frozenset(
     """tensor as_tensor from_numpy zeros ones empty full arange linspace logspace eye rand randn randint randperm
     zeros_like ones_like empty_like full_like rand_like randn_like randint_like cat concat concatenate stack
-    where tril triu exp log sqrt matmul einsum outer cumsum clamp""".split()
+    where tril triu exp log sqrt matmul einsum outer cumsum clamp mean sum prod abs sigmoid tanh softmax
+    log_softmax norm square mm bmm""".split()
 )
 
 
 def _makes_tensor(value) -> bool:
+    """``torch.cat([...])``, and arithmetic on one (``200 * torch.mean(err)``)."""
+    if type(value) is ast.BinOp:
+        sides = (value.left, value.right)
+        return any(_makes_tensor(x) for x in sides) and all(_makes_tensor(x) or type(x) is ast.Constant for x in sides)
     parts = dotted(value.func) if type(value) is ast.Call else None
     return bool(parts) and len(parts) == 2 and parts[0] == "torch" and parts[1] in _TORCH_TENSOR_FUNCS
 

@@ -4580,3 +4580,23 @@ def test_a_parameter_replaced_in_the_loop_that_calls_a_compiled_step():
     assert before_first_call != source
     # Set before the first call (and outside the loop that calls it): the model's starting state.
     assert not [c for c in _codes(before_first_call, select=["CG405"]) if c[1] == "CG405"]
+
+
+def test_a_helper_returning_arithmetic_on_a_torch_reduction_returns_a_tensor():
+    source = """
+        import torch
+
+        def smape(forecast, target):
+            return 200 * torch.mean(torch.abs(forecast - target))
+
+        @torch.compile(mode="max-autotune")
+        def training_loss(forecast, target):
+            loss = smape(forecast, target)
+            if float(loss) != float(loss):
+                raise FloatingPointError("nan")
+            return loss
+    """
+    assert (9, "CG103") in _codes(source, select=["CG103"])
+    python_number = source.replace("200 * torch.mean(torch.abs(forecast - target))", "200 * len(forecast)")
+    assert python_number != source
+    assert _codes(python_number, select=["CG103"]) == []
