@@ -589,10 +589,26 @@ def configured_here(facts, owner, stmt, region) -> bool:
     function sets up an object it built itself, not the one the graph holds. A loop's variable
     (``for blk in model.blocks``: the model's parts) and what the capture returned (``embed, g = build()``)
     are the graph's own."""
-    if type(owner) is not ast.Name or _handed_to_compiled(facts, owner.id, stmt, region):
+    if type(owner) is not ast.Name or _handed_to_compiled(facts, owner.id, stmt, region) \
+            or _runner_used_in_loop(facts, owner.id, stmt, region):
         return False
     local = {s.name for s in facts.stores if s.name == owner.id and not s.loop_target and not _returned_by_capture(s, region)}
     return (owner.id in local and owner.id not in facts.params) or _built_here(facts, owner.id, stmt, region)
+
+
+def _runner_used_in_loop(facts, name: str, stmt, region) -> bool:
+    """``smoothed = Smooth(...)``, then ``for sigma in grid: smoothed.sigma = sigma; smoothed.certify(x)``:
+    the object is an instance of the class that captures, and the loop that sets it also calls it (so it
+    replays, or captures once and replays, between two of these stores)."""
+    scope = region.scope
+    if region.klass != "manual" or scope is None or scope.cls is None:
+        return False
+    kind = facts.kind_of_name(name, (stmt.lineno, stmt.col_offset))
+    if type(kind) is not tuple or kind[0] != "inst" or scope.cls not in kind[1].mro(facts.project):
+        return False
+    loops = [lp for lp in facts.loops if lp.lineno <= stmt.lineno <= lp.end_lineno]
+    return any(type(c.node.func) is ast.Attribute and type(c.node.func.value) is ast.Name and c.node.func.value.id == name
+               and any(lp.lineno <= c.node.lineno <= lp.end_lineno for lp in loops) for c in facts.calls)
 
 
 def _handed_to_compiled(facts, name: str, stmt, region) -> bool:
@@ -1122,7 +1138,8 @@ def _number_options(tree) -> frozenset:
 
 
 def _number_loop_variable(facts, value) -> bool:
-    """``lam`` of ``for lam in map(float, grid.split(","))`` or ``for k in range(n)``: a Python number."""
+    """``lam`` of ``for lam in map(float, grid.split(","))``, ``for k in range(n)`` or ``for s in (0.25, 0.5)``:
+    a Python number."""
     if type(value) is not ast.Name:
         return False
     loops = [s for s in facts.stores if s.name == value.id]
@@ -1130,6 +1147,8 @@ def _number_loop_variable(facts, value) -> bool:
         return False
     for s in loops:
         it = getattr(s.node, "iter", None)
+        if type(it) in (ast.Tuple, ast.List) and it.elts and all(_number_expr(e) for e in it.elts):
+            continue  # ``for sigma in (0.25, 0.5, 1.0)``
         if not (type(it) is ast.Call and type(it.func) is ast.Name and (
                 it.func.id == "range" or it.func.id == "map" and it.args and type(it.args[0]) is ast.Name
                 and it.args[0].id in ("float", "int"))):

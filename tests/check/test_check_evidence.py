@@ -4600,3 +4600,64 @@ def test_a_helper_returning_arithmetic_on_a_torch_reduction_returns_a_tensor():
     python_number = source.replace("200 * torch.mean(torch.abs(forecast - target))", "200 * len(forecast)")
     assert python_number != source
     assert _codes(python_number, select=["CG103"]) == []
+
+
+def test_a_setting_of_the_capturing_runner_swept_in_the_loop_that_uses_it():
+    source = """
+        import torch
+
+        class Smooth:
+            def __init__(self, model, sigma):
+                self.model, self.sigma, self.graph = model, sigma, None
+                self.x = torch.zeros(8, 4, device="cuda")
+
+            def _capture(self):
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    self.out = self.model(self.x + torch.randn_like(self.x) * self.sigma)
+
+            def certify(self, x):
+                if self.graph is None:
+                    self._capture()
+                self.x.copy_(x)
+                self.graph.replay()
+                return self.out.argmax(1)
+
+        def main(model, xs):
+            smoothed = Smooth(model, 0.25)
+            for sigma in (0.25, 0.5, 1.0):
+                smoothed.sigma = sigma
+                for x in xs:
+                    smoothed.certify(x)
+    """
+    # Built here, but the loop that sets sigma also replays it: each new sigma is ignored.
+    assert (11, "CG404") in _codes(source, select=["CG404"])
+    set_once = source.replace("            for sigma in (0.25, 0.5, 1.0):\n                smoothed.sigma = sigma\n",
+                              "            smoothed.sigma = 0.5\n            for sigma in (0.25, 0.5, 1.0):\n")
+    assert set_once != source
+    assert _codes(set_once, select=["CG404"]) == []
+
+
+def test_an_untyped_object_the_class_calls_eval_on_is_a_module_to_warm_up():
+    source = """
+        import torch
+
+        class Smooth:
+            def __init__(self, classifier):
+                self.classifier = classifier
+                self.x = torch.zeros(8, 4, device="cuda")
+
+            def capture(self):
+                self.classifier.eval()
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    self.out = self.predict()
+
+            def predict(self):
+                return self.classifier(self.x).argmax(1)
+    """
+    # ``.eval()`` says the classifier is a module: its first run, inside the capture, is cold.
+    assert (11, "CG508") in _codes(source, select=["CG508"])
+    unknown = source.replace("                self.classifier.eval()\n", "")
+    assert unknown != source
+    assert _codes(unknown, select=["CG508"]) == []

@@ -1043,9 +1043,29 @@ def _needs_warmup(facts, project, ctx=None) -> str | None:
         if c.meth == "step" and type(c.recv) is tuple and c.recv[0] == "optim":
             return "an optimizer step"
     for c in facts.calls:
-        if is_callable_module(facts.infer(c.node.func), project) or (ctx is not None and _runs_a_module_forward(facts, c, ctx)):
+        if is_callable_module(facts.infer(c.node.func), project) or (ctx is not None and _runs_a_module_forward(facts, c, ctx)) \
+                or _module_by_use(facts, c.node.func):
             return f"`{text_of(c.node.func)}(...)`"
     return library_kernel(facts)
+
+
+_MODULE_ONLY_METHODS = frozenset({"eval", "train", "parameters", "named_parameters", "modules", "named_modules",
+                                  "requires_grad_", "state_dict", "load_state_dict"})
+
+
+def _module_by_use(facts, func) -> bool:
+    """``self.base_classifier(x)`` of an untyped object that the class also calls ``.eval()`` (or
+    ``.parameters()``, ``.train()``) on: a torch module, whose first run needs warming up."""
+    if type(func) is not ast.Attribute or type(func.value) is not ast.Name or func.value.id != facts.self_name \
+            or facts.cls is None:
+        return False
+    for node in ast.walk(facts.cls.node):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in _MODULE_ONLY_METHODS:
+            owner = node.func.value
+            if type(owner) is ast.Attribute and owner.attr == func.attr and type(owner.value) is ast.Name \
+                    and owner.value.id == facts.self_name:
+                return True
+    return False
 
 
 # Library kernels whose first call in a process sets up a handle or a workspace (cuBLAS, cuDNN,
