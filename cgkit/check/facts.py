@@ -780,9 +780,11 @@ def _h_with(f: Facts, n) -> None:
     f.withs.append(n)
     for item in n.items:
         expr = item.context_expr
-        if type(expr) is ast.Call and f.qual(expr.func) in ("torch.cuda.stream", "torch.cuda.StreamContext"):
-            if expr.args:
-                f.stream_withs.append((n, expr.args[0]))
+        # ``with (torch.cuda.stream(s) if overlap else contextlib.nullcontext()):``: either branch may run
+        for option in (expr.body, expr.orelse) if type(expr) is ast.IfExp else (expr,):
+            if type(option) is ast.Call and f.qual(option.func) in ("torch.cuda.stream", "torch.cuda.StreamContext"):
+                if option.args:
+                    f.stream_withs.append((n, option.args[0]))
         if item.optional_vars is not None:
             f._store_target(item.optional_vars, f.infer(expr), n, at=(expr.end_lineno, expr.end_col_offset))
 

@@ -4661,3 +4661,23 @@ def test_an_untyped_object_the_class_calls_eval_on_is_a_module_to_warm_up():
     unknown = source.replace("                self.classifier.eval()\n", "")
     assert unknown != source
     assert _codes(unknown, select=["CG508"]) == []
+
+
+def test_a_side_stream_chosen_by_a_conditional_expression():
+    source = """
+        import contextlib
+        import torch
+
+        side = torch.cuda.Stream()
+        x = torch.randn(8, device="cuda")
+        overlap = True
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            with (torch.cuda.stream(side) if overlap else contextlib.nullcontext()):
+                y = x * 2
+    """
+    assert (9, "CG601") in _codes(source, select=["CG601"])
+    joined = source.replace("            with (torch.cuda.stream", "            side.wait_stream(torch.cuda.current_stream())\n            with (torch.cuda.stream").replace(
+        "                y = x * 2\n", "                y = x * 2\n            torch.cuda.current_stream().wait_stream(side)\n")
+    assert joined.count("wait_stream") == 2
+    assert _codes(joined, select=["CG601"]) == []
