@@ -11,6 +11,10 @@
 * autocast-inside-capture: autocast entered and left inside the capture, weights changed between
   replays: whether the replay uses the new weights (what CG501 leaves out: it reports autocast around
   a capture, where casts made before it are cached).
+* parameter-storage-swap-in-capture: a SAM-like step captured with `p.data = saved` (CG406) and with
+  `p.data.copy_(saved)`: whether three replays give what three eager steps give.
+* host-generator-object-in-capture: a number drawn from `np.random.RandomState` inside capture is the
+  same on every replay (CG403).
 
     python benchmarks/capture_facts.py
 """
@@ -128,6 +132,67 @@ def capture_begin_side_stream() -> dict:
     return {"replayed_right": bool(torch.equal(y, x * 2))}
 
 
+def _sam_like(swap: bool, steps: int = 3) -> tuple:
+    """Perturb the weight, run the forward, put the weight back: by rebinding ``.data`` or by copying."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 8, bias=False).cuda()
+    x = torch.randn(4, 8, device="cuda")
+    start = lin.weight.detach().clone()
+
+    def step():
+        p = lin.weight
+        saved = p.data.clone()
+        p.data.add_(0.1)
+        out = lin(x)
+        if swap:
+            p.data = saved
+        else:
+            p.data.copy_(saved)
+        return out
+
+    with torch.no_grad():
+        expected = torch.nn.functional.linear(x, start + 0.1)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            step()
+        torch.cuda.current_stream().wait_stream(side)
+        lin.weight.data.copy_(start)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = step()
+        lin.weight.data.copy_(start)
+        outs = []
+        for _ in range(steps):
+            g.replay()
+            torch.cuda.synchronize()
+            outs.append(bool(torch.allclose(out, expected, atol=1e-5)))
+    return outs, bool(torch.allclose(lin.weight, start, atol=1e-5))
+
+
+def parameter_storage_swap_in_capture() -> dict:
+    swapped, swapped_weight_back = _sam_like(swap=True)
+    copied, copied_weight_back = _sam_like(swap=False)
+    return {"swap_replays_match_eager": swapped, "swap_weight_restored": swapped_weight_back,
+            "copy_replays_match_eager": copied, "copy_weight_restored": copied_weight_back}
+
+
+def host_generator_object_in_capture() -> dict:
+    import numpy as np
+
+    rng = np.random.RandomState(0)
+    x = torch.ones(4, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = x * float(rng.uniform())
+    values = []
+    for _ in range(3):
+        g.replay()
+        torch.cuda.synchronize()
+        values.append(float(y[0]))
+    return {"replayed_values": values, "all_equal": len(set(values)) == 1}
+
+
 FACTS = {
     "cpu-rng-state-in-capture": cpu_rng_state_in_capture,
     "log-call-in-capture": log_call_in_capture,
@@ -135,6 +200,8 @@ FACTS = {
     "autocast-inside-capture": autocast_inside_capture,
     "graph-stream-default": graph_on_default_stream,
     "capture-begin-default-stream": capture_begin_default_stream,
+    "parameter-storage-swap-in-capture": parameter_storage_swap_in_capture,
+    "host-generator-object-in-capture": host_generator_object_in_capture,
 }
 
 

@@ -86,8 +86,12 @@ def _run(name: str, source: str, check: str, tmp_path, timeout: float = 420.0, f
     runner.write_text(_RUNNER, encoding="utf-8")
     start = time.perf_counter()
     try:
+        # A fresh inductor cache for each program: a compiled function's first call in a new process then
+        # compiles, as on a machine that never ran the script (with a warm cache, CG507's example captures).
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"{name}-inductor-cache")}
         proc = subprocess.run(
-            [sys.executable, str(runner), str(spec)], capture_output=True, text=True, timeout=timeout, check=False
+            [sys.executable, str(runner), str(spec)], capture_output=True, text=True, timeout=timeout, check=False,
+            env=env,
         )
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "error": f"no result after {timeout:.0f} s", "seconds": timeout}
