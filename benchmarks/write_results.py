@@ -334,7 +334,7 @@ def session_sections(folder: Path) -> list[str]:
          "`benchmarks/compile_hazards.py --device cuda`: frames Dynamo compiled (8 = a recompile on every call until "
          "the recompile limit), graph breaks (distinct reasons), CUDA graphs recorded by cudagraph trees, skips, and "
          "what the run raised. The evidence for the severities of `cgkit check` in `torch.compile` regions."),
-        ("capture-facts.jsonl", facts_table, "Manual-capture facts behind CG408, CG412 and CG603",
+        ("capture-facts.jsonl", facts_table, "Manual-capture facts behind CG403, CG406, CG408, CG412 and CG603",
          "`benchmarks/capture_facts.py`."),
         ("trace-cost.jsonl", trace_cost_table, "What a trace costs",
          "`benchmarks/trace_cost.py`: one recorded call (both torch modes on, operators logged) against one eager "
