@@ -4681,3 +4681,19 @@ def test_a_side_stream_chosen_by_a_conditional_expression():
         "                y = x * 2\n", "                y = x * 2\n            torch.cuda.current_stream().wait_stream(side)\n")
     assert joined.count("wait_stream") == 2
     assert _codes(joined, select=["CG601"]) == []
+
+
+def test_sample_inputs_written_out_must_be_tensors():
+    source = """
+        import torch
+
+        def calibrate(logits, temperature):
+            return logits / temperature
+
+        x = torch.randn(8, 4, device="cuda", requires_grad=True)
+        graphed = torch.cuda.make_graphed_callables(calibrate, (x, 1.5))
+    """
+    assert (7, "CG513") in _codes(source, select=["CG513"])
+    as_tensor = source.replace("(x, 1.5)", "(x, torch.tensor(1.5, device=\"cuda\"))")
+    assert as_tensor != source
+    assert _codes(as_tensor, select=["CG513"]) == []

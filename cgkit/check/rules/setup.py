@@ -394,6 +394,69 @@ def graphed_callable_keywords(region, ctx):
     yield from _keyword_calls_on_self(region, sf, project)
 
 
+@RULES.rule(
+    Rule(
+        code="CG513",
+        name="graphed-sample-args-not-tensors",
+        category="api-misuse",
+        message="sample input `{what}` given to `{api}` is not a tensor: graphing refuses anything but tensors ({error})",
+        fix="Pass a tensor instead (`torch.tensor({what}, device=\"cuda\")`) and call the graphed callable with it; a "
+        "setting that never changes belongs out of the inputs (a default argument, `functools.partial`).",
+        compile=None,
+        what="Checks the sample inputs written out in a `torch.cuda.make_graphed_callables` or "
+        "`te.make_graphed_callables` call for Python numbers, strings, booleans and `None`.",
+        why="Both functions flatten each callable's sample inputs and refuse any leaf that is not a tensor, "
+        "before anything is captured: torch 2.11 raises AssertionError, Transformer Engine 2.20 TypeError, with "
+        "\"In the beta API, sample_args for each callable must contain only Tensors\" (torch/cuda/graphs.py, "
+        "transformer_engine/pytorch/graph.py). A graph replays on fixed buffers, so a number has to live in a "
+        "tensor to be an input at all.",
+        example=code("""
+            import torch
+
+            def calibrate(logits, temperature):
+                return logits / temperature
+
+            x = torch.randn(8, 4, device="cuda", requires_grad=True)
+            graphed = torch.cuda.make_graphed_callables(calibrate, (x, 1.5))
+        """),
+        use_instead=code("""
+            import torch
+
+            def calibrate(logits, temperature):
+                return logits / temperature
+
+            x = torch.randn(8, 4, device="cuda", requires_grad=True)
+            t = torch.tensor(1.5, device="cuda")
+            graphed = torch.cuda.make_graphed_callables(calibrate, (x, t))
+            y = graphed(x, t)
+        """),
+        gpu_check="ok = torch.allclose(y, x / 1.5)",
+        fails_with="AssertionError",
+    ),
+    Region(),
+)
+def graphed_sample_args_not_tensors(region, ctx):
+    if not _manual(region) or region.kind not in _GRAPHED_CALLABLES:
+        return
+    call = region.node
+    samples = call.args[1] if len(call.args) > 1 else next((kw.value for kw in call.keywords if kw.arg == "sample_args"), None)
+    if samples is None:
+        return
+    error = "AssertionError" if region.kind == "make_graphed_callables" else "TypeError"
+    for leaf in _written_leaves(samples):
+        if type(leaf) is ast.Constant:  # a number, string, bool or None: each a leaf that is no tensor
+            yield found(leaf, what=repr(leaf.value), api=region.kind, error=error)
+
+
+def _written_leaves(expr):
+    """The leaves of a tuple or list written out (``(x, 1.5)``, ``((a,), (b, None))``)."""
+    if type(expr) in (ast.Tuple, ast.List):
+        for element in expr.elts:
+            yield from _written_leaves(element)
+    else:
+        yield expr
+
+
 def _keyword_calls_on_self(region, sf, project):
     """``self.cross_g, self.deep_g = make_graphed_callables(...)``: keyword calls of those attributes in
     the class's other methods (``self.deep_g(x0, field_mask=m)``)."""
