@@ -1315,8 +1315,25 @@ def _param_groups_of(facts, target: ast.Subscript):
         return owner.value
     if type(owner) is ast.Name:
         for s in facts.stores:
-            if s.name == owner.id and s.loop_target and iterates_param_groups(s.node):
-                return s.node.iter
+            if s.name == owner.id and s.loop_target:
+                if iterates_param_groups(s.node):
+                    return s.node.iter
+                zipped = _zipped_param_groups(s.node, owner.id)
+                if zipped is not None:
+                    return zipped
+    return None
+
+
+def _zipped_param_groups(loop, name: str):
+    """``for group, scale in zip(opt.param_groups, scales)``: ``opt.param_groups`` when ``name`` is the
+    element taken from it."""
+    it, target = getattr(loop, "iter", None), getattr(loop, "target", None)
+    if type(it) is not ast.Call or type(it.func) is not ast.Name or it.func.id != "zip" or type(target) is not ast.Tuple:
+        return None
+    for element, source in zip(target.elts, it.args, strict=False):
+        if type(element) is ast.Name and element.id == name and type(source) is ast.Attribute \
+                and source.attr == "param_groups":
+            return source
     return None
 
 
@@ -1426,7 +1443,8 @@ def optimizer_steps(region) -> list:
     out = []
     for facts, (lo, hi), _chain in region.reached:
         for c in facts.calls:
-            if c.meth == "step" and lo <= c.node.lineno <= hi and type(c.recv) is tuple and c.recv[0] == "optim":
+            if c.meth == "step" and lo <= c.node.lineno <= hi and type(c.recv) is tuple and (
+                    c.recv[0] == "optim" or c.recv[0] == "inst" and c.recv[1].is_optimizer(facts.project)):
                 out.append((facts, c))
     return out
 

@@ -135,6 +135,11 @@ class ClassIndex:
                     return True
         return False
 
+    def is_optimizer(self, project: Project) -> bool:
+        """A ``torch.optim.Optimizer`` subclass of the project (LARS, LAMB, SAM written in the script)."""
+        return any(base.startswith("torch.optim.") for cls in self.mro(project) for base in cls.bases(project)
+                   if isinstance(base, str))
+
     def is_autograd_function(self, project: Project) -> bool:
         """A ``torch.autograd.Function``: ``Cls.apply(...)`` runs its ``forward``."""
         return any(base == "torch.autograd.Function" or base == "torch.autograd.function.Function"

@@ -4697,3 +4697,38 @@ def test_sample_inputs_written_out_must_be_tensors():
     as_tensor = source.replace("(x, 1.5)", "(x, torch.tensor(1.5, device=\"cuda\"))")
     assert as_tensor != source
     assert _codes(as_tensor, select=["CG513"]) == []
+
+
+def test_learning_rates_set_through_zip_for_a_captured_step_of_the_scripts_own_optimizer():
+    source = """
+        import torch
+
+        class LARS(torch.optim.Optimizer):
+            def __init__(self, params, lr):
+                super().__init__(params, dict(lr=lr))
+
+            @torch.no_grad()
+            def step(self):
+                for g in self.param_groups:
+                    for p in g["params"]:
+                        p.add_(p.grad, alpha=-g["lr"])
+
+        model = torch.nn.Linear(4, 4).cuda()
+        opt = LARS(model.parameters(), lr=0.1)
+        x = torch.randn(2, 4, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            model(x).sum().backward()
+            opt.step()
+        for step in range(10):
+            for group, scale in zip(opt.param_groups, (1.0, 0.1)):
+                group["lr"] = 0.1 * scale / (step + 1)
+            g.replay()
+    """
+    # The script's own optimizer is an optimizer too; the group comes out of a zip.
+    assert (22, "CG404") in _codes(source, select=["CG404"])
+    # Stepped eagerly after each replay, the optimizer reads the new rate every time.
+    eager_step = source.replace("            opt.step()\n", "", 1).replace(
+        "            g.replay()\n", "            g.replay()\n            opt.step()\n")
+    assert eager_step.count("opt.step()") == 1 and eager_step != source
+    assert (22, "CG404") not in _codes(eager_step, select=["CG404"])
