@@ -43,6 +43,7 @@ class BartBeamSearcher:
         beam_origin = torch.div(top_ids, vocab, rounding_mode="floor")
         tokens = top_ids % vocab
         eos_hits = (tokens == self.cfg.eos_token_id).nonzero()  # HAZARD: dynamic-shape
+        log.debug("beam step %d: best running score %s", cur_len, top_scores[:, 0])  # HAZARD: host-code
         return top_scores, beam_origin, tokens, eos_hits
 
     def _rescore(self, logits, labels):
@@ -65,7 +66,7 @@ class BartBeamSearcher:
         pos = torch.zeros(1, dtype=torch.long, device=self.device)
         for cur_len in range(1, self.max_length):
             logits = self.decode(seqs[:, -1:], memory, cache, pos)  # CLEAN: position passed as a device tensor
-            top_scores, origin, tokens, eos_hits = self.beam_step(logits, beam_scores, finished, cur_len)
+            top_scores, origin, tokens, eos_hits = self.beam_step(logits.clone(), beam_scores, finished, cur_len)
             for b, k in eos_hits.tolist():  # CLEAN: eager host read after the compiled step returned
                 if k < self.num_beams:
                     src = b * self.num_beams + origin[b, k].item()

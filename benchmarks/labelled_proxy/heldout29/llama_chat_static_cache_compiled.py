@@ -96,12 +96,12 @@ class ChatSession:
         n = ids.shape[1]
         cache_position = torch.arange(n, device=self.device)
         logits = self.model(ids, cache_position, self.cache)  # HAZARD: dynamic-shape
-        token = self.sample(logits).clone()  # CLEAN: cloned before the next compiled call
+        token = self.sample(logits[:, -1:].clone()).clone()  # CLEAN: cloned before the next compiled call
         out = [token]
         for pos in range(n, n + self.gen_cfg.max_new_tokens):
             cache_position = torch.tensor([pos], device=self.device)  # CLEAN: built eagerly, outside the compiled forward
             logits = self.model(token, cache_position, self.cache)
-            token = self.sample(logits).clone()
+            token = self.sample(logits[:, -1:].clone()).clone()
             out.append(token)
             if token.item() in self.gen_cfg.eos_token_ids:  # CLEAN: eager stopping check between compiled calls
                 break

@@ -63,7 +63,7 @@ class LongFormTranscriber:
             tokens = torch.tensor([prompt], device=self.device)
             for _ in range(self.gen_cfg.max_new_tokens):
                 logits = self.model.decoder(tokens, encoder_hidden_states=enc)  # HAZARD: dynamic-shape
-                nxt = self.select(tokens, logits)  # HAZARD: dynamic-shape
+                nxt = self.select(tokens, logits[:, -1:].clone())  # HAZARD: dynamic-shape
                 tokens = torch.cat([tokens, nxt.clone()], dim=1)
                 if nxt.item() == self.gen_cfg.eos_token_id:  # CLEAN: eager check between compiled calls
                     break

@@ -1153,7 +1153,7 @@ def compiled_model_state_replaced_by_holder(region, ctx):
             if text_of(owner) in aliases and attr in read:
                 yield found(stmt, module=facts.module, what=f"{text_of(owner)}.{attr}", line=region.line, how=how)
         for owner, attr, stmt in facts.attr_stores:
-            if attr == "data" and _parameter_of(facts, owner.id, aliases):
+            if attr == "data" and _iterates_parameters(facts, owner.id, aliases):
                 yield found(stmt, module=facts.module, what=f"{owner.id}.data", line=region.line, how=how)
 
 
@@ -1236,18 +1236,6 @@ def _new_tensor(facts, value) -> bool:
 
 def _new_parameter(facts, value) -> bool:
     return type(value) is ast.Call and facts.qual(value.func) in ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
-
-
-def _parameter_of(facts, name: str, models: set[str]) -> bool:
-    """``name`` iterates ``m.parameters()`` (or zips it with something) for one of ``models``."""
-    for s in facts.stores:
-        if s.name != name or not s.loop_target:
-            continue
-        for n in ast.walk(getattr(s.node, "iter", None) or ast.Pass()):
-            if type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr == "parameters" \
-                    and text_of(n.func.value) in models:
-                return True
-    return False
 
 
 def _fix_up_once(f, stmt, attr: str) -> bool:
@@ -1409,15 +1397,17 @@ def parameter_storage_swapped_in_capture(region, ctx):
                 yield found(stmt, module=facts.module, what=f"{owner.id}.data")
 
 
-def _iterates_parameters(facts, name: str) -> bool:
-    """``name`` is the loop variable of ``for p in model.parameters()`` or ``for p in group["params"]``."""
+def _iterates_parameters(facts, name: str, models: set[str] | None = None) -> bool:
+    """``name`` is the loop variable of ``for p in model.parameters()`` (of one of ``models``, when given) or,
+    with no ``models``, of ``for p in group["params"]``."""
     for s in facts.stores:
         if s.name != name or not s.loop_target:
             continue
         for n in ast.walk(getattr(s.node, "iter", None) or ast.Pass()):
-            if type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr in ("parameters", "named_parameters"):
+            if type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr in ("parameters", "named_parameters") \
+                    and (models is None or text_of(n.func.value) in models):
                 return True
-            if type(n) is ast.Subscript and type(n.slice) is ast.Constant and n.slice.value == "params":
+            if models is None and type(n) is ast.Subscript and type(n.slice) is ast.Constant and n.slice.value == "params":
                 return True
     return False
 
