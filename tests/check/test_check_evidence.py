@@ -4732,3 +4732,27 @@ def test_learning_rates_set_through_zip_for_a_captured_step_of_the_scripts_own_o
         "            g.replay()\n", "            g.replay()\n            opt.step()\n")
     assert eager_step.count("opt.step()") == 1 and eager_step != source
     assert (22, "CG404") not in _codes(eager_step, select=["CG404"])
+
+
+def test_a_learning_rate_put_back_after_each_compiled_step_is_not_a_change():
+    source = """
+        import torch
+
+        model = torch.nn.Linear(4, 4).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        opt_step = torch.compile(optimizer.step, mode="reduce-overhead")
+
+        def train(batches):
+            for x, seq_len in batches:
+                lr2 = optimizer.param_groups[0]["lr"]
+                optimizer.param_groups[0]["lr"] = lr2 * seq_len / 70
+                model(x).sum().backward()
+                opt_step()
+                optimizer.param_groups[0]["lr"] = lr2
+    """
+    # The scaled rate changes from call to call; putting the base rate back is overwritten before any step.
+    codes = _codes(source, select=["CG404"])
+    assert (10, "CG404") in codes and (13, "CG404") not in codes
+    no_scaling = source.replace("                optimizer.param_groups[0][\"lr\"] = lr2 * seq_len / 70\n", "")
+    assert no_scaling != source
+    assert (12, "CG404") in _codes(no_scaling, select=["CG404"])

@@ -782,9 +782,27 @@ def _group_changes(region, ctx, owner: str, tensor_lr: bool, stepping: set):
                 continue
             in_loop = any(lp.lineno <= stmt.lineno <= lp.end_lineno and not near.iterates_param_groups(lp)
                           for lp in facts.loops)
-            if in_loop or fref.key in stepping:
+            if (in_loop or fref.key in stepping) and not _overwritten_before_next_step(facts, stmt, target_node, region, ctx):
                 yield found(stmt, module=facts.module, what=f'{owner}.param_groups[...]["{key}"]',
                             detail=_COMPILED_STEP_DETAIL.format(owner=owner, line=region.line, key=key))
+
+
+def _overwritten_before_next_step(facts, stmt, target, region, ctx) -> bool:
+    """``group["lr"] = lr2`` after the loop's last step, where the loop body sets the same entry again before its
+    first step (AWD-LSTM's scaled rate, put back after each step): no step sees the value it writes."""
+    steps = [inv.call.node.lineno for inv in near.invocations(region, ctx) if inv.facts is facts]
+    written = text_of(target)
+    for loop in facts.loops:
+        if not loop.lineno < stmt.lineno <= loop.end_lineno or near.iterates_param_groups(loop):
+            continue
+        inside = [line for line in steps if loop.lineno <= line <= loop.end_lineno]
+        if not inside or stmt.lineno < max(inside):
+            continue
+        for other in loop.body:  # set unconditionally in the body, before the first step
+            if other is not stmt and other.lineno < min(inside) and type(other) is ast.Assign \
+                    and any(text_of(t) == written for t in other.targets):
+                return True
+    return False
 
 
 def _changing_arguments(region, ctx):
