@@ -1,5 +1,5 @@
 """What each hazard of a compiled region does under torch.compile: the evidence for the severities of
-`cgkit check` in `torch.compile` regions (CG101-CG103, CG201, CG402, CG404, CG407, CG411, CG401).
+`cgkit check` in `torch.compile` regions (CG101-CG103, CG201, CG301, CG402, CG404, CG407, CG411, CG401).
 
 Each case is a small function or module with one hazard, called 12 times the way a loop would.
 Measured per case:
@@ -121,6 +121,20 @@ def case_log(x):
 def case_print(x):
     print("step", file=sys.stderr)
     return x * 2
+
+
+def case_tensor_from_list(x):
+    # SDXL's time ids: a tensor built from Python numbers (constant here) on the input's device
+    ids = [1024.0, 1024.0, 0.0, 0.0, 6.0]
+    return x * torch.tensor([ids], device=x.device).sum()
+
+
+def case_tensor_from_numpy(x):
+    # a host array (made each call) moved to the GPU inside the compiled function
+    import numpy as np
+
+    mask = np.ones(x.shape, dtype=np.float32)
+    return x * torch.as_tensor(mask, device=x.device)
 
 
 def case_scale(x, scale):
@@ -247,6 +261,8 @@ CASES = [
     ("attribute set between calls", "CG404", Temperature, _attribute_changed_between_calls),
     ("number argument changing per call", "CG404", lambda: case_scale, _changing_argument),
     ("number argument constant", "-", lambda: case_scale, _constant_argument),
+    ("torch.tensor(list of numbers, device=)", "CG301", lambda: case_tensor_from_list, _repeat),
+    ("torch.as_tensor(numpy array, device=)", "CG301", lambda: case_tensor_from_numpy, _repeat),
     ("time.time() used", "CG411", lambda: case_time_used, _repeat),
     ("time.perf_counter()", "CG411", lambda: case_perf_counter, _repeat),
     ("logger.info() of text", "- (CG401 not reported)", lambda: case_log, _repeat),

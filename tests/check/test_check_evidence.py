@@ -4756,3 +4756,44 @@ def test_a_learning_rate_put_back_after_each_compiled_step_is_not_a_change():
     no_scaling = source.replace("                optimizer.param_groups[0][\"lr\"] = lr2 * seq_len / 70\n", "")
     assert no_scaling != source
     assert (12, "CG404") in _codes(no_scaling, select=["CG404"])
+
+
+def test_an_output_passed_as_an_argument_of_the_next_compiled_call_is_read_before_it():
+    source = """
+        import torch
+
+        control = torch.compile(torch.nn.Linear(4, 4).cuda(), mode="reduce-overhead")
+        unet = torch.compile(torch.nn.Linear(4, 4).cuda(), mode="reduce-overhead")
+
+        @torch.inference_mode()
+        def report(x):
+            mid = control(x)
+            unet(x,
+                 mid.clone())
+            return float(mid.abs().mean())
+    """
+    # ``mid.clone()`` runs before ``unet`` does; the read on the last line comes after it.
+    codes = _codes(source, select=["CG407"])
+    assert (10, "CG407") not in codes and (11, "CG407") in codes
+
+
+def test_a_tensor_of_written_numbers_in_a_compiled_function_is_a_constant():
+    source = """
+        import numpy as np
+        import torch
+
+        @torch.compile(mode="reduce-overhead")
+        def refine(x, size):
+            ids = list(size) + [0, 0, 6.0]
+            time_ids = torch.tensor([ids, ids], device=x.device)
+            mask = torch.as_tensor(np.ones(4, dtype=np.float32), device=x.device)
+            return x * time_ids.sum() * mask
+
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            ids = torch.tensor([1.0, 2.0], device="cuda")
+    """
+    # Measured (benchmarks/compile_hazards.py): the list is folded into the compiled graph; the NumPy array
+    # is not, and no CUDA graph is recorded. Under manual capture both copies fail.
+    codes = _codes(source, select=["CG301"])
+    assert (7, "CG301") not in codes and (8, "CG301") in codes and (13, "CG301") in codes

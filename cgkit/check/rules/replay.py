@@ -1878,18 +1878,19 @@ def _kept(facts, name, stmt, call_node, others, loops):
                 and loop[0] <= s.node.lineno <= loop[1] and _read_before_rebinding(facts, s, loop):
             yield found(s.node, module=facts.module, what=name, detail=f" (as `{s.name}`, read on the next iteration)")
             return
-    later_calls = [n.lineno for n in others if bound < n.lineno < until]
+    later_calls = [n for n in others if bound < n.lineno < until]
     if any(c.meth == "backward" and c.node.lineno > bound for c in facts.calls):
         # A training step: while its backward is pending, cudagraph trees keep the forward's outputs
         # (measured on torch 2.11: an encoder's output passed to a compiled scorer twice and read, no
         # error; the same without a backward raises; benchmarks/heldout3_disputes.py).
         later_calls = []
     if loop is None and later_calls:
-        first_call = min(later_calls)
+        first_call = min(later_calls, key=lambda n: (n.lineno, n.col_offset))
+        done = (first_call.end_lineno, first_call.end_col_offset)  # its arguments are read before it runs
         for load in facts.loads:  # reported where it is read: that read raises
-            if load.id == name and first_call < load.lineno < until:
+            if load.id == name and done < (load.lineno, load.col_offset) and load.lineno < until:
                 yield found(load, module=facts.module, what=name,
-                            detail=f" (bound at L{stmt.lineno}; read here, after the call at L{first_call})")
+                            detail=f" (bound at L{stmt.lineno}; read here, after the call at L{first_call.lineno})")
                 return
 
 
