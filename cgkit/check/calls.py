@@ -47,7 +47,7 @@ def resolve_call(facts, call, names: dict[str, str] | None = None) -> list[FuncR
         if name in facts.params and not any(s.name == name for s in facts.stores):
             return _modules_of_file(facts)  # ``model(x)`` of an untyped parameter
         if held_by_self(func, facts) and facts.kind_of_name(name) is None:  # ``for cb in self.hooks: cb(x)``
-            return _callable_objects_of_file(facts)
+            return _callable_objects_of_file(facts, call.node)
         dispatched = _getattr_stored(facts, name)
         if dispatched is not None:  # ``fn = getattr(cb, hook, None)`` ... ``fn(self)``
             return _getattr_targets(facts, dispatched, names)
@@ -174,13 +174,27 @@ def _modules_of_file(facts) -> list[FuncRef]:
     return modules_of_file(facts.module, facts.project, other_than=facts.cls)
 
 
-def _callable_objects_of_file(facts) -> list[FuncRef]:
-    """An object of unknown type called: the ``__call__`` of the file's class that defines it (one, or one
-    hierarchy's); with no such class, the file's modules."""
+def _callable_objects_of_file(facts, node: ast.Call) -> list[FuncRef]:
+    """An element of a collection the object holds, called (``for cb in self.callbacks: cb(self, i, kw)``):
+    the ``__call__`` of the file's class that defines it (one, or one hierarchy's); when unrelated classes do,
+    each whose ``__call__`` takes the arguments given (callbacks of several kinds in one list); with no such
+    class, the file's modules."""
     if not any(cls is not facts.cls and "__call__" in cls.methods for cls in facts.module.classes.values()) or \
             (facts.cls is not None and facts.cls.is_module(facts.project)):
         return _modules_of_file(facts)  # ``for layer in self.layers: x = layer(x)``: a module's parts are modules
-    return methods_of_file(facts.module, "__call__", facts.project, other_than=facts.cls)
+    found = methods_of_file(facts.module, "__call__", facts.project, other_than=facts.cls)
+    if found or any(type(a) is ast.Starred for a in node.args) or node.keywords:
+        return found
+    return [ref for ref in methods_of_file(facts.module, "__call__", facts.project, other_than=facts.cls, duck_typed=True)
+            if _takes(ref.node, len(node.args))]
+
+
+def _takes(fn, count: int) -> bool:
+    """``fn`` (a method) accepts ``count`` positional arguments after ``self``."""
+    args = fn.args
+    positional = len(args.posonlyargs) + len(args.args) - 1
+    required = positional - len(args.defaults)
+    return required <= count <= positional or (args.vararg is not None and count >= required)
 
 
 def _only_method_named(facts, attr: str, duck_typed: bool = False) -> list[FuncRef]:

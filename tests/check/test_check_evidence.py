@@ -4797,3 +4797,38 @@ def test_a_tensor_of_written_numbers_in_a_compiled_function_is_a_constant():
     # is not, and no CUDA graph is recorded. Under manual capture both copies fail.
     codes = _codes(source, select=["CG301"])
     assert (7, "CG301") not in codes and (8, "CG301") in codes and (13, "CG301") in codes
+
+
+def test_callbacks_of_several_kinds_held_in_a_list_and_called_in_a_capture():
+    source = """
+        import torch
+
+        class Preview:
+            def __call__(self, pipe, i, kw):
+                print(kw["latents"].float().cpu())
+                return kw
+
+        class Safety:
+            def __call__(self, pipe, i, kw):
+                if torch.isnan(kw["latents"]).any():
+                    raise FloatingPointError(i)
+                return kw
+
+        class Runner:
+            def __init__(self, callbacks):
+                self.callbacks = list(callbacks)
+                self.latents = torch.zeros(4, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+
+            def capture(self):
+                with torch.cuda.graph(self.graph):
+                    kw = {"latents": self.latents * 2}
+                    for cb in self.callbacks:
+                        kw = cb(self, 0, kw)
+    """
+    # Either kind may be in the list: each takes the arguments the loop gives.
+    codes = set(_codes(source, select=["CG102", "CG201"]))
+    assert {(5, "CG102"), (10, "CG201")} <= codes
+    other_arity = source.replace("kw = cb(self, 0, kw)", "kw = cb(kw)")
+    assert other_arity != source
+    assert _codes(other_arity, select=["CG102", "CG201"]) == []
