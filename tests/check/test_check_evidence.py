@@ -4832,3 +4832,27 @@ def test_callbacks_of_several_kinds_held_in_a_list_and_called_in_a_capture():
     other_arity = source.replace("kw = cb(self, 0, kw)", "kw = cb(kw)")
     assert other_arity != source
     assert _codes(other_arity, select=["CG102", "CG201"]) == []
+
+
+def test_a_compiled_function_first_called_in_a_method_the_capture_runs():
+    source = """
+        import torch
+
+        class Pipeline:
+            def __init__(self, proj):
+                self.proj_fn = torch.compile(proj)
+                self.clip = torch.zeros(2, 8, device="cuda")
+
+            def _eps(self):
+                return self.proj_fn(self.clip) * 2
+
+            def capture(self):
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    self.out = self._eps()
+    """
+    assert (9, "CG507") in _codes(source, select=["CG507"])
+    warmed = source.replace("                self.graph = torch.cuda.CUDAGraph()\n",
+                            "                self._eps()\n                self.graph = torch.cuda.CUDAGraph()\n")
+    assert warmed != source
+    assert _codes(warmed, select=["CG507"]) == []

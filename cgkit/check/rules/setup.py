@@ -935,14 +935,19 @@ def compiled_fn_not_warmed_up(region, ctx):
     sf = facts_of(ctx.project, region.scope)
     start, end = region.span
     rs = region.stmt.lineno
-    for c in sf.calls:
-        if start <= c.node.lineno <= end:
-            target = sf.infer(c.node.func)
-            if type(target) is tuple and target[0] == "compiled":
-                name = text_of(c.node.func)
-                warmed = any(o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls if o.node is not c.node)
-                if not warmed:
-                    yield found(c.node, what=name)
+    before = {text_of(o.node.func) for o in sf.calls if o.node.lineno < rs}  # what the capturing function ran first
+    for facts, (lo, hi), _chain in region.reached:
+        own = facts is sf
+        if not own and (f"{sf.self_name}.{facts.fref.name}" in before or facts.fref.name in before):
+            continue  # ``self._eps()`` run in the warm-up: its compiled calls compiled there
+        for c in facts.calls:
+            if (start <= c.node.lineno <= end) if own else (lo <= c.node.lineno <= hi):
+                target = facts.infer(c.node.func)
+                if type(target) is tuple and target[0] == "compiled":
+                    name = text_of(c.node.func)
+                    warmed = own and any(o.node.lineno < rs and text_of(o.node.func) == name for o in sf.calls if o.node is not c.node)
+                    if not warmed and (own or name not in before):
+                        yield found(c.node, module=facts.module, what=name)
 
 
 @RULES.rule(
