@@ -4856,3 +4856,31 @@ def test_a_compiled_function_first_called_in_a_method_the_capture_runs():
                             "                self._eps()\n                self.graph = torch.cuda.CUDAGraph()\n")
     assert warmed != source
     assert _codes(warmed, select=["CG507"]) == []
+
+
+def test_a_graphed_models_weight_data_replaced_by_a_reload():
+    source = """
+        import torch
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = torch.nn.Embedding(10, 4)
+
+            def forward(self, ids):
+                return self.embed(ids).sum(1)
+
+        def build(vectors):
+            model = Net().cuda()
+            model.embed.weight.data.copy_(vectors)
+            sample = torch.ones(2, 3, dtype=torch.long, device="cuda")
+            return torch.cuda.make_graphed_callables(model, (sample,))
+
+        def reload_vectors(model, vectors):
+            model.embed.weight.data = vectors.cuda()
+    """
+    # The graphed forward keeps reading the old storage; copying in place keeps the address.
+    assert (18, "CG405") in _codes(source, select=["CG405"])
+    in_place = source.replace("model.embed.weight.data = vectors.cuda()", "model.embed.weight.data.copy_(vectors)")
+    assert in_place != source
+    assert _codes(in_place, select=["CG405"]) == []

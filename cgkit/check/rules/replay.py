@@ -1198,7 +1198,7 @@ def module_tensor_replaced_at_run_time(region, ctx):
         return
     for fref in callers.functions_of(region.module):
         text = callers.source_of(fref)
-        if not near.assigns_attribute(text, read) and not ((models or parts) and "Parameter(" in text):
+        if not near.assigns_attribute(text, read) and not ((models or parts) and ("Parameter(" in text or ".data =" in text)):
             continue  # no store of a tensor the region reads, and no new parameter: nothing to look at
         after = near.lines_after_capture(fref, region, ctx)
         if after is None:
@@ -1209,7 +1209,8 @@ def module_tensor_replaced_at_run_time(region, ctx):
             if owner_text is None or stmt.lineno <= after or near.configured_here(facts, owner, stmt, region):
                 continue
             value = getattr(stmt, "value", None)
-            parameter = _new_parameter(facts, value)
+            parameter = _new_parameter(facts, value) or (  # ``model.embed.weight.data = vectors.cuda()``
+                attr == "data" and "." in owner_text and _new_tensor(facts, value))
             if (attr in read and _new_tensor(facts, value)) or (
                     parameter and any(owner_text == m or owner_text.startswith(f"{m}.") for m in models)) or (
                     parameter and _held_part(facts, owner) in parts):
