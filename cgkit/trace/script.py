@@ -298,6 +298,10 @@ def _make_graphed_callables(trace: ScriptTrace):
                              operation="autocast with cache_enabled=True")
         out = []
         for fn, args in zip(items, samples, strict=True):
+            for leaf in torch.utils._pytree.tree_leaves(args):
+                if not isinstance(leaf, torch.Tensor):  # torch refuses it before capturing anything
+                    trace.report_now("CG513", repr(leaf), frame, region, operation="a sample input that is no tensor",
+                                     api="make_graphed_callables", error="AssertionError")
             if isinstance(fn, torch.nn.Module) and _has_hooks(fn):
                 trace.report_now("CG503", "a module hook", frame, region, operation="module hooks at graphing time")
             part = Region("make_graphed_callables", region.site)
