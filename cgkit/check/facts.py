@@ -89,7 +89,9 @@ def is_callable_module(kind, project: Project) -> bool:
     tag = kind[0]
     if tag == "inst":
         return kind[1].is_module(project)
-    return tag in ("nn", "ddp", "compiled", "modules")
+    if tag in ("nn", "modules"):  # a container of modules (``nn.ModuleList``) is not called itself
+        return not kind[1].endswith(("ModuleList", "ModuleDict", "ParameterList", "ParameterDict"))
+    return tag in ("ddp", "compiled")
 
 
 def element_kind(kind):
@@ -297,10 +299,13 @@ class Facts:
             value = e.value
             if type(value) is ast.Name and value.id == self.self_name and self.cls is not None:
                 return attr_kind(self.cls, e.attr, self.project)
-            if e.attr in _TENSOR_ATTRS:
-                inner = self.infer(value, _depth + 1)
-                if is_tensor(inner):
-                    return TENSOR
+            inner = self.infer(value, _depth + 1)
+            if e.attr in _TENSOR_ATTRS and is_tensor(inner):
+                return TENSOR
+            if type(inner) is tuple and inner[0] == "nn" and e.attr in ("weight", "bias"):
+                return TENSOR  # ``self.emb.weight`` of a torch.nn layer: a parameter
+            if type(inner) is tuple and inner[0] == "inst":
+                return attr_kind(inner[1], e.attr, self.project)  # ``self.net.threat`` of the file's own class
             return None
         if t is ast.IfExp:
             return self.infer(e.body, _depth + 1) or self.infer(e.orelse, _depth + 1)

@@ -4884,3 +4884,58 @@ def test_a_graphed_models_weight_data_replaced_by_a_reload():
     in_place = source.replace("model.embed.weight.data = vectors.cuda()", "model.embed.weight.data.copy_(vectors)")
     assert in_place != source
     assert _codes(in_place, select=["CG405"]) == []
+
+
+def test_a_list_index_into_the_weight_of_a_torch_layer_or_a_part_of_the_files_own_module():
+    # ``self.emb.weight`` of an nn.Embedding is a parameter; ``self.net.threat`` is read through the file's class
+    assert _codes("""
+        import torch
+        from torch import nn
+
+        VOWELS = [1, 5, 9]
+
+        class Threats(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.threat = nn.Linear(4, 64)
+
+        class Scorer(nn.Module):
+            def __init__(self, squares):
+                super().__init__()
+                self.emb = nn.Embedding(32, 8)
+                self.net = Threats()
+                self.ids = list(squares)
+
+            def forward(self, x):
+                vowel = self.emb.weight[VOWELS]
+                bias = self.net.threat.weight[self.ids].sum()
+                return x + vowel.sum() + bias
+
+        scorer = Scorer([3, 7]).cuda()
+        x = torch.randn(8, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = scorer(x)
+    """, select=["CG303"]) == [(19, "CG303"), (20, "CG303")]
+
+
+def test_hooks_on_the_blocks_of_a_module_list_graphed_one_by_one_are_refused_at_the_graphing_call():
+    # ``tuple(model.blocks)`` graphs each block: a ModuleList is a list of modules, not one module with parts
+    assert _codes("""
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList(nn.Linear(8, 8) for _ in range(4))
+
+        def probe(module, args, out):
+            pass
+
+        model = Net().cuda()
+        for blk in model.blocks:
+            blk.register_forward_hook(probe)
+        samples = tuple((torch.randn(2, 8, device="cuda", requires_grad=True),) for _ in model.blocks)
+        graphed = torch.cuda.make_graphed_callables(tuple(model.blocks), samples)
+    """, select=["CG503"]) == [(14, "CG503"), (16, "CG503")]
