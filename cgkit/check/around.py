@@ -144,6 +144,9 @@ def compiled_names(region) -> list[str]:
         return [] if region.roots and region.roots[0].cls is not None else [stmt.name]
     if type(stmt) is ast.Assign and stmt.value is region.node:
         return [_text(t) for t in stmt.targets if _text(t)]
+    if type(stmt) is ast.Assign and type(stmt.value) is ast.Tuple and type(stmt.targets[0]) is ast.Tuple \
+            and len(stmt.targets[0].elts) == len(stmt.value.elts):  # ``self.loss_fn, self.decode = compile(a), compile(b)``
+        return [_text(t) for t, v in zip(stmt.targets[0].elts, stmt.value.elts, strict=True) if v is region.node and _text(t)]
     if type(stmt) is ast.AnnAssign and stmt.value is region.node and _text(stmt.target):
         return [_text(stmt.target)]
     if type(stmt) is ast.Return and stmt.value is region.node:
@@ -1020,7 +1023,22 @@ def python_number_binding(store, facts=None) -> bool:
         return True
     if type(value) is ast.Subscript and facts is not None:  # ``gamma = schedule[i]`` over a tuple of numbers
         return _numbers_literal(_binding_of(facts, value.value, node.lineno))
-    return _number_expr(value)
+    return _number_expr(value, _counters(facts) if facts is not None else frozenset())
+
+
+def _counters(facts) -> frozenset:
+    """``self.<attr>`` the class counts up by a number (``self.global_iter += 1``): a Python number."""
+    if facts.cls is None or not facts.self_name:
+        return frozenset()
+    out = set()
+    for method in facts.cls.methods.values():
+        own = method.args.args[0].arg if method.args.args else None
+        for node in ast.walk(method):
+            if type(node) is ast.AugAssign and type(node.target) is ast.Attribute and type(node.target.value) is ast.Name \
+                    and node.target.value.id == own and type(node.value) is ast.Constant \
+                    and type(node.value.value) in (int, float):
+                out.add(f"{facts.self_name}.{node.target.attr}")
+    return frozenset(out)
 
 
 def _binding_of(facts, expr, line: int):
@@ -1044,21 +1062,24 @@ def _numbers_literal(value) -> bool:
     return type(value) in (ast.Tuple, ast.List) and bool(value.elts) and all(_number_expr(e) for e in value.elts)
 
 
-def _number_expr(value) -> bool:
-    """A literal number (or bool), or arithmetic with one: ``0.1``, ``lr * 0.9``, ``-1``, ``1 / (step + 1)``."""
+def _number_expr(value, counters: frozenset = frozenset()) -> bool:
+    """A literal number (or bool), or arithmetic with one: ``0.1``, ``lr * 0.9``, ``-1``, ``1 / (step + 1)``;
+    ``counters`` are attributes known to hold numbers (``self.global_iter``)."""
     t = type(value)
     if t is ast.Constant:
         return isinstance(value.value, (int, float, complex)) and value.value is not None
+    if t is ast.Attribute:
+        return type(value.value) is ast.Name and f"{value.value.id}.{value.attr}" in counters
     if t is ast.UnaryOp:
-        return _number_expr(value.operand)
+        return _number_expr(value.operand, counters)
     if t is ast.BinOp:  # arithmetic with a number in it (a tensor operand would have made the store a tensor)
-        return _number_expr(value.left) or _number_expr(value.right)
+        return _number_expr(value.left, counters) or _number_expr(value.right, counters)
     if t is ast.IfExp:
-        return _number_expr(value.body) and _number_expr(value.orelse)
+        return _number_expr(value.body, counters) and _number_expr(value.orelse, counters)
     if t is ast.Call and type(value.func) is ast.Name and value.func.id in _NUMBER_BUILTINS:
         return True  # ``float(hist.mean())``, ``int(n * ratio)``: a Python number whatever goes in
     if t is ast.Call and type(value.func) is ast.Name and value.func.id in ("max", "min") and not value.keywords:
-        return any(_number_expr(a) for a in value.args)  # ``max(0.0, alpha + 1e-3 * gap)`` (a tensor would use clamp)
+        return any(_number_expr(a, counters) for a in value.args)  # ``max(0.0, alpha + 1e-3 * gap)`` (a tensor would use clamp)
     return False
 
 

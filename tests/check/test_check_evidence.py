@@ -4939,3 +4939,51 @@ def test_hooks_on_the_blocks_of_a_module_list_graphed_one_by_one_are_refused_at_
         samples = tuple((torch.randn(2, 8, device="cuda", requires_grad=True),) for _ in model.blocks)
         graphed = torch.cuda.make_graphed_callables(tuple(model.blocks), samples)
     """, select=["CG503"]) == [(14, "CG503"), (16, "CG503")]
+
+
+def test_compiled_callables_assigned_together_are_each_called_through_their_own_name():
+    # ``self.loss_fn, self.decode = cg(self.loss), cg(self.net)``: an output of self.decode kept in a list
+    assert _codes("""
+        import functools
+        import torch
+
+        cg = functools.partial(torch.compile, mode="reduce-overhead")
+
+        class Solver:
+            def __init__(self, net):
+                self.net = net
+                self.loss_fn, self.decode = cg(self.loss), cg(self.net)
+
+            def loss(self, x):
+                return self.net(x).sum()
+
+            @torch.no_grad()
+            def traverse(self, zs):
+                frames = []
+                for z in zs:
+                    recon = self.decode(z)
+                    frames.append(recon)
+                return frames
+    """, select=["CG407"]) == [(19, "CG407")]
+
+
+def test_a_number_computed_from_an_attribute_the_class_counts_up_changes_every_call():
+    # ``C = min(self.C_max, self.C_max / self.C_stop * self.global_iter)``: no literal in it, but the counter is a number
+    assert _codes("""
+        import torch
+
+        class Solver:
+            def __init__(self, net, C_max=25.0, C_stop=1e5):
+                self.net = net
+                self.C_max, self.C_stop, self.global_iter = C_max, C_stop, 0
+                self.loss_fn = torch.compile(self.loss, mode="reduce-overhead")
+
+            def loss(self, x, C):
+                return (self.net(x) - C).abs().sum()
+
+            def train(self, loader):
+                for x in loader:
+                    self.global_iter += 1
+                    C = min(self.C_max, self.C_max / self.C_stop * self.global_iter)
+                    self.loss_fn(x.cuda(), C).backward()
+    """, select=["CG404"]) == [(10, "CG404")]
