@@ -4987,3 +4987,30 @@ def test_a_number_computed_from_an_attribute_the_class_counts_up_changes_every_c
                     C = min(self.C_max, self.C_max / self.C_stop * self.global_iter)
                     self.loss_fn(x.cuda(), C).backward()
     """, select=["CG404"]) == [(10, "CG404")]
+
+
+def test_a_capture_that_first_runs_a_model_stored_from_eval_has_no_warm_up():
+    # ``self.model = model.eval()``: only a torch module has .eval(); its first run is in the capture
+    assert _codes("""
+        import torch
+
+        class Decoder:
+            def __init__(self, model, batch):
+                self.model, self.batch = model.eval(), batch
+                self.static_q = torch.zeros(batch, 32, dtype=torch.long, device="cuda")
+                self.graph = None
+
+            @torch.inference_mode()
+            def capture(self):
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    self.static_out = self.model(self.static_q)
+
+            @torch.inference_mode()
+            def retrieve(self, ids):
+                if self.graph is None:
+                    self.capture()
+                self.static_q.copy_(ids)
+                self.graph.replay()
+                return self.static_out.clone()
+    """, select=["CG508"]) == [(12, "CG508")]

@@ -1020,6 +1020,7 @@ def capture_without_warmup(region, ctx):
                 needs = "an optimizer step"
                 break
             if _callable_object(sf.infer(c.node.func), project) or _runs_a_module_forward(sf, c, ctx) \
+                    or _module_by_use(sf, c.node.func) \
                     or _calls_what_needs_warmup(sf, c, ctx, forward_warmed=_ran_a_module_before(sf, rs, ctx)):
                 name = text_of(c.node.func)
                 # A forward-only capture is warmed up by any earlier call of the same module.
@@ -1126,7 +1127,8 @@ _MODULE_ONLY_METHODS = frozenset({"eval", "train", "parameters", "named_paramete
 
 def _module_by_use(facts, func) -> bool:
     """``self.base_classifier(x)`` of an untyped object that the class also calls ``.eval()`` (or
-    ``.parameters()``, ``.train()``) on: a torch module, whose first run needs warming up."""
+    ``.parameters()``, ``.train()``) on, or stores as such (``self.model = model.eval()``): a torch module,
+    whose first run needs warming up."""
     if type(func) is not ast.Attribute or type(func.value) is not ast.Name or func.value.id != facts.self_name \
             or facts.cls is None:
         return False
@@ -1136,7 +1138,22 @@ def _module_by_use(facts, func) -> bool:
             if type(owner) is ast.Attribute and owner.attr == func.attr and type(owner.value) is ast.Name \
                     and owner.value.id == facts.self_name:
                 return True
+        if type(node) is ast.Assign:
+            for target, value in _assigned_pairs(node):
+                if type(target) is ast.Attribute and target.attr == func.attr and type(target.value) is ast.Name \
+                        and target.value.id == facts.self_name and type(value) is ast.Call \
+                        and type(value.func) is ast.Attribute and value.func.attr in ("eval", "train"):
+                    return True
     return False
+
+
+def _assigned_pairs(stmt):
+    """(target, value) of ``a = x`` and of each element of ``a, b = x, y``."""
+    for target in stmt.targets:
+        if type(target) is ast.Tuple and type(stmt.value) is ast.Tuple and len(target.elts) == len(stmt.value.elts):
+            yield from zip(target.elts, stmt.value.elts, strict=True)
+        else:
+            yield target, stmt.value
 
 
 # Library kernels whose first call in a process sets up a handle or a workspace (cuBLAS, cuDNN,
