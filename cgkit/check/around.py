@@ -1093,6 +1093,18 @@ def scalar_literal(value) -> bool:
     return _number_expr(value)
 
 
+def _arithmetic_of(value, numbers) -> bool:
+    """Arithmetic whose every operand is one of ``numbers`` (parameters with number defaults) or a number:
+    ``alpha / r`` in ``__init__(self, base, r=16, alpha=32)``."""
+    if type(value) is ast.BinOp:
+        return _arithmetic_of(value.left, numbers) and _arithmetic_of(value.right, numbers)
+    if type(value) is ast.UnaryOp:
+        return _arithmetic_of(value.operand, numbers)
+    if type(value) is ast.Name:
+        return value.id in numbers
+    return type(value) is ast.Constant and type(value.value) in (int, float)
+
+
 def _element_for(stmt, attr: str | None):
     """The value a statement stores into ``attr``: the matching element of ``self.a, self.b = x, y``."""
     value = getattr(stmt, "value", None)
@@ -1211,7 +1223,8 @@ def initial_literal(read, ctx) -> bool:
                     value = _element_for(store.stmt, store.attr)
                     if type(value) is ast.Name and value.id in init_facts.params:  # ``self.decay = decay``
                         return value.id in init_facts.scalar_params
-                    return scalar_literal(value) or command_line_number(klass.module, value)
+                    return scalar_literal(value) or command_line_number(klass.module, value) \
+                        or _arithmetic_of(value, init_facts.scalar_params)
         return False
     if key[0] == "global":
         module = read.module

@@ -5014,3 +5014,36 @@ def test_a_capture_that_first_runs_a_model_stored_from_eval_has_no_warm_up():
                 self.graph.replay()
                 return self.static_out.clone()
     """, select=["CG508"]) == [(12, "CG508")]
+
+
+def test_a_setting_computed_from_number_parameters_and_set_again_on_each_adapter_is_a_python_number():
+    # ``self.scaling = alpha / r`` (number defaults), then ``layer.scaling = cfg["lora_alpha"] / layer.r`` per request
+    assert _codes("""
+        import torch
+        from torch import nn
+
+        class LoraLinear(nn.Module):
+            def __init__(self, base, r=16, alpha=32):
+                super().__init__()
+                self.base, self.r = base, r
+                self.lora_A = nn.Linear(base.in_features, r, bias=False)
+                self.lora_B = nn.Linear(r, base.out_features, bias=False)
+                self.scaling = alpha / r
+
+            def forward(self, x):
+                return self.base(x) + self.lora_B(self.lora_A(x)) * self.scaling
+
+        class Server:
+            def __init__(self, model):
+                self.model = model
+                self.layers = {n: m for n, m in model.named_modules() if isinstance(m, LoraLinear)}
+                self.fwd = torch.compile(self.model.forward, mode="reduce-overhead")
+
+            def activate(self, cfg):
+                for name, layer in self.layers.items():
+                    layer.scaling = cfg["lora_alpha"] / layer.r
+
+            def score(self, ids, cfg):
+                self.activate(cfg)
+                return self.fwd(ids).clone()
+    """, select=["CG404"]) == [(13, "CG404")]
