@@ -14,7 +14,8 @@ checks that `cgkit check` reports it at that line with the chain of calls from t
     python benchmarks/real_code.py --root /tmp/proj [--inject] [--out benchmarks/real_code/REAL_CODE.md]
 
 The projects are not part of this repository: fetch them at the versions of the manifest (the
-`fetch` tool of this workplace, or the PyPI wheels it names) into ROOT first.
+`fetch` tool of this workplace, or the PyPI wheels it names) into ROOT first. real_code/subsets/SOURCES.md
+says where each came from, and `<name>.txt` there lists the files of the projects checked as a subset.
 """
 
 from __future__ import annotations
