@@ -5047,3 +5047,19 @@ def test_a_setting_computed_from_number_parameters_and_set_again_on_each_adapter
                 self.activate(cfg)
                 return self.fwd(ids).clone()
     """, select=["CG404"]) == [(13, "CG404")]
+
+
+def test_an_optimizer_made_capturable_by_a_setting_is_not_reported_and_a_literal_false_is():
+    source = """
+        import torch
+
+        def train(model, x, use_graphs, flag):
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=use_graphs)
+            off = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=False)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                model(x).sum().backward()
+                opt.step()
+                off.step()
+    """
+    assert _codes(source, select=["CG502"]) == [(10, "CG502")]

@@ -110,7 +110,8 @@ def _caching_autocast_call(facts, expr, what, module):
         fix="Create the optimizer with `capturable=True` (for example `torch.optim.{cls}(params, lr=..., capturable=True)`).",
         compile=None,
         what="Checks for `optimizer.step()` inside a manual capture when the optimizer was built "
-        "without `capturable=True`.",
+        "without `capturable=True` (or with `capturable=False`); a flag passed as a variable "
+        "(`capturable=cfg.use_cuda_graphs`) is taken as set for the capture.",
         why="Adam, AdamW, Adamax, ASGD, NAdam, RAdam, RMSprop, Rprop and Adadelta keep their step "
         "count on the host unless `capturable=True`, and their `step()` refuses to run under capture: "
         "\"Attempting CUDA graph capture of step() for an instance of Adam but param_groups' "
@@ -169,8 +170,8 @@ def optimizer_not_capturable(c, f):
 
 def _capturable(ctor: ast.Call) -> bool:
     for kw in ctor.keywords:
-        if kw.arg == "capturable":
-            return is_true(kw.value)
+        if kw.arg == "capturable":  # ``capturable=cfg.use_cuda_graphs``: set for graphing, whatever it is now
+            return is_true(kw.value) or type(kw.value) is not ast.Constant
         if kw.arg is None:
             return True  # **kwargs: cannot tell
     return False
