@@ -5063,3 +5063,40 @@ def test_an_optimizer_made_capturable_by_a_setting_is_not_reported_and_a_literal
                 off.step()
     """
     assert _codes(source, select=["CG502"]) == [(10, "CG502")]
+
+
+def test_a_capture_method_called_by_the_method_that_replays_runs_on_the_default_stream():
+    # ``push`` captures lazily (``self.capture()``) and replays: nothing sets a side stream on the way
+    source = """
+        import torch
+
+        class Runner:
+            def __init__(self, model):
+                self.model, self.graph = model, None
+                self.x = torch.zeros(8, device="cuda")
+
+            def capture(self):
+                for _ in range(3):
+                    self.model(self.x)
+                self.graph = torch.cuda.CUDAGraph()
+                self.graph.capture_begin()
+                self.out = self.model(self.x)
+                self.graph.capture_end()
+
+            def capture_on(self, stream):
+                with torch.cuda.graph(self.graph, stream=torch.cuda.current_stream()):
+                    self.out = self.model(self.x)
+
+            def push(self, x):
+                if self.graph is None:
+                    self.capture()
+                self.x.copy_(x)
+                self.graph.replay()
+                return self.out.clone()
+
+            def push_side(self, x, side):
+                with torch.cuda.stream(side):
+                    self.capture_on(side)
+                self.graph.replay()
+    """
+    assert _codes(source, select=["CG603"]) == [(12, "CG603")]

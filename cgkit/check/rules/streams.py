@@ -170,8 +170,8 @@ _SET_STREAM = ("torch.cuda.set_stream", "torch.accelerator.set_stream")
         "then `with torch.cuda.stream(s): g.capture_begin() ... g.capture_end()` "
         "(`with torch.cuda.graph(g)` does this for you).",
         compile=None,
-        what="Checks for `CUDAGraph.capture_begin()` called in a script, in a function the script calls or "
-        "in a function that also replays the graph, with no `torch.cuda.stream(...)` context or `set_stream` "
+        what="Checks for `CUDAGraph.capture_begin()` called in a script, in a function the script calls, "
+        "in a function that also replays the graph or in a method that a replaying method of its class calls, with no `torch.cuda.stream(...)` context or `set_stream` "
         "around it; and for `torch.cuda.graph(g, stream=torch.cuda.default_stream())`. A `capture_begin` "
         "inside a library function whose callers are not in view is not reported (they may set the stream), "
         "unless that function itself warmed up on a side stream and left it before capturing.",
@@ -229,7 +229,7 @@ def _on_default_stream(region, ctx) -> bool:
     sf = facts_of(ctx.project, region.scope)
     if _on_side_stream(sf, region.stmt.lineno):
         return False
-    if type(region.scope.node) is ast.Module or _replays_itself(sf, region):
+    if type(region.scope.node) is ast.Module or _replays_itself(sf, region) or _replaying_caller(region, ctx):
         return True
     if any(w.end_lineno < region.stmt.lineno for w, _ in sf.stream_withs):
         return True  # it warmed up on a side stream, left it, and captures on the stream it came back to
@@ -263,6 +263,22 @@ def _script_runs_off_side_streams(fref, module, ctx, depth: int) -> bool:
 def _calls_scope(facts, call, scope, ctx) -> bool:
     site = next((c for c in facts.calls if c.node is call), None)
     return site is not None and any(t.key == scope.key for t in ctx.resolve(facts, site))
+
+
+def _replaying_caller(region, ctx) -> bool:
+    """A method of the same class calls the capturing method off any side stream and replays the graph
+    itself (``if self.graph is None: self.capture()`` then ``self.graph.replay()``): it drives the loop."""
+    scope = region.scope
+    if scope.cls is None:
+        return False
+    for caller, call in call_sites(ctx.project, scope.name, scope):
+        if caller.cls is not scope.cls:
+            continue
+        facts = facts_of(ctx.project, caller)
+        if _calls_scope(facts, call, scope, ctx) and not _on_side_stream(facts, call.lineno) \
+                and _replays_itself(facts, region):
+            return True
+    return False
 
 
 def _replays_itself(facts, region) -> bool:
