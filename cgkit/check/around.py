@@ -824,6 +824,9 @@ def _compute_replay_sites(region, ctx) -> list:
                 around_it = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= line <= lp.end_lineno]
                 if around_it:
                     loops.extend(around_it)
+                elif type(node) is not ast.Module and fref.cls is not None and _lazy_capture(node, region) is not None:
+                    guard = _lazy_capture(node, region)  # ``if self.graph is None: capture`` then replay, per call:
+                    loops += [(node.lineno, guard.lineno - 1), (guard.end_lineno + 1, node.end_lineno)]  # all but the if
                 elif type(node) is ast.Module or (region.scope is not None and fref.key == region.scope.key):
                     loops.append((line, getattr(node, "end_lineno", line)))  # one replay: what follows it
                 else:  # a method that replays once per call (a runner's run()): all of it runs between replays
@@ -831,6 +834,15 @@ def _compute_replay_sites(region, ctx) -> list:
         if loops:
             out.append((facts, loops))
     return out
+
+
+def _lazy_capture(method, region):
+    """The ``if`` of a method that holds the region's capture (``if self.graph is None:``), or None."""
+    for node in ast.walk(method):
+        if type(node) is ast.If and node.lineno < region.stmt.lineno <= node.end_lineno \
+                and not any(region.stmt.lineno >= s.lineno and region.stmt.lineno <= s.end_lineno for s in node.orelse):
+            return node
+    return None
 
 
 def _writes(sf, between, ctx, out: dict, recapture=None, callees=True, compiled_objects=frozenset(),

@@ -5100,3 +5100,35 @@ def test_a_capture_method_called_by_the_method_that_replays_runs_on_the_default_
                 self.graph.replay()
     """
     assert _codes(source, select=["CG603"]) == [(12, "CG603")]
+
+
+def test_a_setting_taken_from_the_call_in_a_runner_that_captures_lazily_changes_between_replays():
+    # ``__call__`` sets self.step, captures under ``if self.graph is None:`` and replays, on every call;
+    # what it builds inside that if (the graph itself) runs once and is no change
+    source = """
+        import torch
+
+        class Runner:
+            def __init__(self, model):
+                self.model, self.step, self.graph = model, 0, None
+                self.x = torch.zeros(8, device="cuda")
+
+            def _update(self):
+                return self.model(self.x) * (0.1 * self.step)
+
+            def __call__(self, x, step):
+                self.x.copy_(x)
+                self.step = step
+                if self.graph is None:
+                    s = torch.cuda.Stream()
+                    s.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(s):
+                        self._update()
+                    torch.cuda.current_stream().wait_stream(s)
+                    self.graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(self.graph):
+                        self.out = self._update()
+                self.graph.replay()
+                return self.out
+    """
+    assert _codes(source) == [(9, "CG404")]
