@@ -5132,3 +5132,49 @@ def test_a_setting_taken_from_the_call_in_a_runner_that_captures_lazily_changes_
                 return self.out
     """
     assert _codes(source) == [(9, "CG404")]
+
+
+def test_a_loop_counter_passed_to_a_function_a_capturing_decorator_wraps_is_baked_into_the_graph():
+    source = """
+        import functools
+        import torch
+
+        def cuda_graphed(fn):
+            cache = {}
+
+            @functools.wraps(fn)
+            def wrapper(self, *args):
+                if "g" not in cache:
+                    static = [a.clone() if torch.is_tensor(a) else a for a in args]
+                    s = torch.cuda.Stream()
+                    s.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(s):
+                        fn(self, *static)
+                    torch.cuda.current_stream().wait_stream(s)
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g):
+                        out = fn(self, *static)
+                    cache["g"] = (g, static, out)
+                g, static, out = cache["g"]
+                for dst, src in zip(static, args):
+                    if torch.is_tensor(src):
+                        dst.copy_(src)
+                g.replay()
+                return out
+            return wrapper
+
+        class Sampler:
+            def __init__(self, model, steps):
+                self.model, self.T = model, steps
+
+            @cuda_graphed
+            def decode_step(self, tokens, step):
+                ratio = (step + 1) / self.T
+                return self.model(tokens) * ratio
+
+            def sample(self, tokens):
+                for t in range(self.T):
+                    tokens = self.decode_step(tokens, t).clone()
+                return tokens
+    """
+    assert _codes(source, select=["CG404"]) == [(34, "CG404")]

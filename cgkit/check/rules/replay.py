@@ -595,7 +595,8 @@ _SCALAR_ANNOTATIONS = ("int", "float", "bool")
         "(`CFG[\"dt\"] = ...`), optimizer param-group entries "
         "(`group[\"lr\"] = ...`, a scheduler's `step()` when the learning rate is a Python number) for "
         "a captured optimizer step or one compiled with CUDA graphs, and "
-        "Python numbers passed to a compiled function that change from call to call. A value that is "
+        "Python numbers passed to a compiled function (or to one a capturing decorator wraps) that change "
+        "from call to call. A value that is "
         "never changed after capture (a setting, a lazy cache, an import-time flag) is not reported.",
         why="A graph stores the kernels and their arguments as they were at capture. A learning rate, "
         "temperature or step count read from Python is one of those arguments: replays keep using "
@@ -676,6 +677,7 @@ def python_scalar(region, ctx):
             yield found(read.node, module=read.module, chain=read.chain, what=what, detail=_changed_at(writes[0], read.module))
     yield from _optimizer_groups(region, ctx, changes)
     yield from _changing_arguments(region, ctx)
+    yield from _changing_arguments_of_decorated(region, ctx)
     if region.kind == "declared":
         for root in region.roots:
             facts = facts_of(project, root)
@@ -831,6 +833,35 @@ def _changing_arguments(region, ctx):
                 if (name, node.lineno, owner.fref.key) not in reported:
                     reported.add((name, node.lineno, owner.fref.key))
                     yield found(node, module=owner.module, chain=chain, what=name, detail=detail)
+
+
+def _changing_arguments_of_decorated(region, ctx):
+    """A function a capturing decorator wraps (``@cuda_graphed``), called in a loop with a Python number that
+    changes every iteration (``self.decode_step(tokens, labels, t)``): the graph keeps the number of the call
+    that captured it. Reported where the function reads the parameter."""
+    reported = set()
+    for passed in region.passed:
+        if not passed.helper.startswith("@"):
+            continue
+        target = passed.target
+        target_facts = facts_of(ctx.project, target)
+        params = target.positional_params
+        for fref, call in callers.call_sites(ctx.project, target.name, target):
+            facts = facts_of(ctx.project, fref)
+            loops = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= call.lineno <= lp.end_lineno]
+            if not loops:
+                continue
+            pairs = [(params[i] if i < len(params) else None, a) for i, a in enumerate(call.args) if type(a) is not ast.Starred]
+            pairs += [(kw.arg, kw.value) for kw in call.keywords if kw.arg is not None]
+            for param, arg in pairs:
+                change = _changing_number(facts, arg, loops) if param else None
+                if change is None or is_tensor(facts.infer(arg)):
+                    continue
+                reads = [n for n in target_facts.loads if n.id == param]
+                if reads and (target.key, param) not in reported:
+                    reported.add((target.key, param))
+                    yield found(reads[0], module=target.module, chain=[_root_step(target)], what=param,
+                                detail=f" (passed at L{call.lineno}; it changes every call, set at L{change})")
 
 
 def _reads_through_helpers(root, root_facts, param: str, reads, ctx):
