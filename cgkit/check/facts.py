@@ -443,10 +443,14 @@ class Facts:
         for arg in call.args:
             value = arg.value if type(arg) is ast.Starred else arg
             items = value.elts if type(value) in (ast.List, ast.Tuple) else [value]
+            if type(value) is ast.Name:  # ``stages.append(nn.Sequential(down, *blocks))`` ... ``ModuleList(stages)``
+                items = items + [c.node.args[0] for c in self.calls if c.meth == "append" and len(c.node.args) == 1
+                                 and type(c.node.func.value) is ast.Name and c.node.func.value.id == value.id]
             for item in items:
                 kind = self.infer(item.elt if type(item) in (ast.ListComp, ast.GeneratorExp) else item)
-                if type(kind) is tuple and kind[0] == "inst" and kind[1] not in out:
-                    out.append(kind[1])
+                classes = (kind[1],) if type(kind) is tuple and kind[0] == "inst" else \
+                    kind[2] if type(kind) is tuple and kind[0] == "modules" else ()  # a Sequential put in a list
+                out += [c for c in classes if c not in out]
         return tuple(out)
 
     # -- the walk ------------------------------------------------------------------------------

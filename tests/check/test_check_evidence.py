@@ -5178,3 +5178,39 @@ def test_a_loop_counter_passed_to_a_function_a_capturing_decorator_wraps_is_bake
                 return tokens
     """
     assert _codes(source, select=["CG404"]) == [(34, "CG404")]
+
+
+def test_blocks_appended_to_a_list_then_held_in_a_module_list_are_followed():
+    # ``stages.append(nn.Sequential(down, *[Block(d) ...]))`` then ``self.stages = nn.ModuleList(stages)``
+    assert _codes("""
+        import torch
+        from torch import nn
+
+        class Block(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.fc = nn.Linear(d, d)
+
+            def forward(self, x):
+                return x + self.fc(x) * x.abs().max().item()
+
+        class Net(nn.Module):
+            def __init__(self, dims=(8, 16)):
+                super().__init__()
+                stages = []
+                for d in dims:
+                    stages.append(nn.Sequential(nn.Identity(), *[Block(d) for _ in range(2)]))
+                self.stages = nn.ModuleList(stages)
+
+            def forward(self, x):
+                for st in self.stages:
+                    x = st(x)
+                return x
+
+        model = Net().cuda()
+        x = torch.randn(4, 8, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = model(x)
+    """, select=["CG101"]) == [(10, "CG101")]
+
