@@ -5214,3 +5214,39 @@ def test_blocks_appended_to_a_list_then_held_in_a_module_list_are_followed():
             y = model(x)
     """, select=["CG101"]) == [(10, "CG101")]
 
+
+
+def test_outputs_of_a_capture_wrapper_called_as_an_object_and_kept_in_a_list_are_overwritten():
+    # ``net = CUDAGraphModule(model)`` ... ``outs.append(net(x))``: __call__ hands back the static output
+    assert _codes("""
+        import torch
+
+        class CUDAGraphModule:
+            def __init__(self, module):
+                self.module, self.graph = module, None
+
+            def _capture(self, x):
+                self.static_in = x.clone()
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    self.module(self.static_in)
+                torch.cuda.current_stream().wait_stream(s)
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    self.static_out = self.module(self.static_in)
+
+            def __call__(self, x):
+                if self.graph is None:
+                    self._capture(x)
+                self.static_in.copy_(x)
+                self.graph.replay()
+                return self.static_out
+
+        def predict(model, batches):
+            net = CUDAGraphModule(model)
+            outs = []
+            for x in batches:
+                outs.append(net(x))
+            return torch.cat(outs)
+    """, select=["CG407"]) == [(29, "CG407")]

@@ -1609,7 +1609,9 @@ def _kept_by_callers(replayer, ctx):
     """Callers that keep what a replaying method returns across its next call: ``for ...:
     self.history.append(self.forecast(h))``, or ``aod, _ = self.run(x)`` then ``products.append(aod)``."""
     name = replayer.fref.name
-    for fref, call in callers.call_sites(ctx.project, name, replayer.fref):
+    sites = _instance_calls(replayer.fref, ctx) if name == "__call__" else \
+        callers.call_sites(ctx.project, name, replayer.fref)
+    for fref, call in sites:
         facts = facts_of(ctx.project, fref)
         loops = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= call.lineno <= lp.end_lineno]
         if loops:
@@ -1628,6 +1630,22 @@ def _kept_by_callers(replayer, ctx):
             for arg in c.node.args:
                 if arg is call or (type(arg) is ast.Name and arg.id in bound and c.node.lineno > call.lineno):
                     yield found(c.stmt, module=facts.module, what=text_of(arg))
+
+
+def _instance_calls(call_method, ctx):
+    """Calls of the objects of ``call_method``'s class (``net = CUDAGraphModule(model)`` ... ``net(x)``)."""
+    cls = call_method.cls
+    if cls is None:
+        return
+    for module in ctx.project.checked:
+        if f"{cls.name}(" not in module.text:
+            continue
+        for fref in callers.functions_of(module):
+            facts = facts_of(ctx.project, fref)
+            for c in facts.calls:
+                kind = facts.infer(c.node.func) if c.meth is None or c.meth != "__call__" else None
+                if type(kind) is tuple and kind[0] == "inst" and kind[1] is cls:
+                    yield fref, c.node
 
 
 def _outputs_on_self(region, ctx, around, outputs: set[str]) -> set[str]:
