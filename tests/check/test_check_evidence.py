@@ -5250,3 +5250,35 @@ def test_outputs_of_a_capture_wrapper_called_as_an_object_and_kept_in_a_list_are
                 outs.append(net(x))
             return torch.cat(outs)
     """, select=["CG407"]) == [(29, "CG407")]
+
+
+def test_outputs_of_the_replay_closure_a_capture_helper_returns_kept_in_a_list_are_overwritten():
+    assert _codes("""
+        import torch
+
+        def capture_graph(fn, *args):
+            static_args = [a.clone() for a in args]
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                fn(*static_args)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                static_out = fn(*static_args)
+
+            def replay(*new_args):
+                for dst, src in zip(static_args, new_args):
+                    dst.copy_(src)
+                g.replay()
+                return static_out
+            return replay
+
+        def forecast(head, windows):
+            head_fn = capture_graph(head, windows[0])
+            kept, cloned = [], []
+            for w in windows:
+                kept.append(head_fn(w))
+                cloned.append(head_fn(w).clone())
+            return kept, cloned
+    """, select=["CG407"]) == [(25, "CG407")]

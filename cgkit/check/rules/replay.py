@@ -1559,6 +1559,13 @@ def output_kept_elsewhere(region, ctx):
         for passed in region.passed:
             if passed.helper.startswith("@"):
                 yield from _kept_by_callers(facts_of(ctx.project, passed.target), ctx)
+    closure = _replaying_closure(region, outputs)
+    if closure is not None:  # ``head_fn = capture_graph(head, h)`` returns ``def replay(*a): ...; return static_out``
+        for fref, call in callers.call_sites(ctx.project, region.scope.name, region.scope):
+            facts = facts_of(ctx.project, fref)
+            bound = _bound_names(facts, call)
+            sites = [(fref, c.node) for c in facts.calls if type(c.node.func) is ast.Name and c.node.func.id in bound]
+            yield from _kept_by_callers(facts_of(ctx.project, closure), ctx, sites)
     attrs = _outputs_on_self(region, ctx, around, outputs)
     if attrs:
         for facts, loops in near.replay_sites(region, ctx):
@@ -1572,6 +1579,26 @@ def output_kept_elsewhere(region, ctx):
                             yield found(c.stmt, module=facts.module, what=kept[0])
             if _returns_output(facts, attrs, views):
                 yield from _kept_by_callers(facts, ctx)
+
+
+def _replaying_closure(region, outputs: set[str]):
+    """The function the capturing function defines and returns (``return replay``) that hands back one of
+    the capture's outputs (``def replay(*new_args): ...; g.replay(); return static_out``), as a FuncRef."""
+    node = region.scope.node if region.scope is not None else None
+    if node is None or type(node) is ast.Module:
+        return None
+    returned = {r.value.id for r in ast.walk(node) if type(r) is ast.Return and type(r.value) is ast.Name}
+    for inner in node.body:
+        if type(inner) in (ast.FunctionDef, ast.AsyncFunctionDef) and inner.name in returned and any(
+                type(r) is ast.Return and type(r.value) is ast.Name and r.value.id in outputs for r in ast.walk(inner)):
+            return FuncRef(region.scope.module, inner, None, inner.name)
+    return None
+
+
+def _bound_names(facts, call) -> set[str]:
+    """``name = call``: the plain names bound to the call's result."""
+    return {t.id for stmt in ast.walk(facts.fref.node) if type(stmt) is ast.Assign and stmt.value is call
+            for t in stmt.targets if type(t) is ast.Name}
 
 
 def _returns_output_name(region, ctx, outputs: set[str]) -> bool:
@@ -1605,12 +1632,14 @@ def _returns_output(facts, attrs: set[str], views: set[str]) -> bool:
     return False
 
 
-def _kept_by_callers(replayer, ctx):
+def _kept_by_callers(replayer, ctx, sites=None):
     """Callers that keep what a replaying method returns across its next call: ``for ...:
-    self.history.append(self.forecast(h))``, or ``aod, _ = self.run(x)`` then ``products.append(aod)``."""
+    self.history.append(self.forecast(h))``, or ``aod, _ = self.run(x)`` then ``products.append(aod)``.
+    ``sites``: the calls of it, where they are not found by its name."""
     name = replayer.fref.name
-    sites = _instance_calls(replayer.fref, ctx) if name == "__call__" else \
-        callers.call_sites(ctx.project, name, replayer.fref)
+    if sites is None:
+        sites = _instance_calls(replayer.fref, ctx) if name == "__call__" else \
+            callers.call_sites(ctx.project, name, replayer.fref)
     for fref, call in sites:
         facts = facts_of(ctx.project, fref)
         loops = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= call.lineno <= lp.end_lineno]
