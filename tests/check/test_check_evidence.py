@@ -5282,3 +5282,26 @@ def test_outputs_of_the_replay_closure_a_capture_helper_returns_kept_in_a_list_a
                 cloned.append(head_fn(w).clone())
             return kept, cloned
     """, select=["CG407"]) == [(25, "CG407")]
+
+
+def test_a_sequence_the_decode_loop_makes_longer_with_cat_changes_shape_between_compiled_calls():
+    # ``idx = torch.cat([idx, nxt], dim=1)``: the compiled model sees a longer prefix each call (up to the
+    # window); the last token alone (``idx[:, -1:]``) keeps one shape
+    assert _codes("""
+        import torch
+
+        def generate(model, idx, steps, block_size=256):
+            cmodel = torch.compile(model, mode="reduce-overhead")
+            for _ in range(steps):
+                logits = cmodel(idx[:, -block_size:])
+                nxt = torch.multinomial(logits[:, -1].softmax(-1), 1)
+                idx = torch.cat([idx, nxt], dim=1)
+            return idx
+
+        def step_last(model, idx, steps):
+            cmodel = torch.compile(model, mode="reduce-overhead")
+            for _ in range(steps):
+                logits = cmodel(idx[:, -1:])
+                idx = torch.cat((idx, logits.argmax(-1)), dim=1)
+            return idx
+    """, select=["CG206"]) == [(6, "CG206")]

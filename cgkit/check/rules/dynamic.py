@@ -294,8 +294,10 @@ def repeat_interleave_no_output_size(c, f):
         compile="warning",
         what="Checks for a function compiled with CUDA graphs that is called in a loop with a tensor sliced by "
         "bounds the loop changes (`x[:, :t]` with `t` the loop variable, `book[t - w:t]`, a crop box read per "
-        "item), or with rows a boolean mask selects (`obs[alive]`, `X[scores > 0.5]`: as many as the data says), "
-        "directly or through the names it is bound to. A fixed-width window (`x[i:i + n]`) keeps its "
+        "item), with a tensor the loop makes longer (`idx = torch.cat([idx, nxt], dim=1)`, also read through a "
+        "fixed window, `idx[:, -block_size:]`, which grows until it is full), or with rows a boolean mask "
+        "selects (`obs[alive]`, `X[scores > 0.5]`: as many as the data says), "
+        "directly or through the names it is bound to. A fixed-width window (`x[i:i + n]`, `idx[:, -1:]`) keeps its "
         "shape and is not reported.",
         why="A CUDA graph replays fixed shapes. Called with a new shape, the compiled function is recompiled "
         "once with that dimension dynamic, and from then on cudagraph trees record one more graph for every "
@@ -347,6 +349,11 @@ def input_shape_changes_between_calls(region, ctx):
             sliced = _sliced_per_iteration(facts, arg, loops, call.lineno)
             if sliced is not None:
                 yield found(call, module=facts.module, what=text_of(sliced), how="its slice bounds change in the loop")
+                break
+            grown = _grown_per_iteration(facts, arg, loops)
+            if grown is not None:
+                yield found(call, module=facts.module, what=text_of(arg),
+                            how=f"the loop makes `{grown}` longer with `torch.cat` on every iteration")
                 break
 
 
@@ -411,6 +418,38 @@ def _sliced_per_iteration(facts, expr, loops, line: int, depth: int = 0):
         if bound:
             return _sliced_per_iteration(facts, bound[-1].node.value, loops, line, depth + 1)
     return None
+
+
+_CONCATS = frozenset(("torch.cat", "torch.concat", "torch.concatenate", "torch.hstack", "torch.vstack", "torch.column_stack"))
+
+
+def _grown_per_iteration(facts, expr, loops) -> str | None:
+    """The name an argument is (or slices with constant bounds: ``idx[:, -block_size:]``) that the loop
+    rebinds to a concatenation with itself (``idx = torch.cat([idx, nxt], dim=1)``): a longer tensor on each
+    call. The last element alone (``idx[:, -1:]``, ``idx[:, -1]``) keeps one shape."""
+    if type(expr) is ast.Subscript:
+        parts = expr.slice.elts if type(expr.slice) is ast.Tuple else [expr.slice]
+        if any(type(p) is not ast.Slice or _last_only(p) or _changing_bounds(facts, p, loops) for p in parts
+               if not (type(p) is ast.Slice and p.lower is None and p.upper is None)):
+            return None
+        expr = expr.value
+    if type(expr) is not ast.Name:
+        return None
+    for s in facts.stores:
+        value = getattr(s.node, "value", None)
+        if s.name == expr.id and type(s.node) is ast.Assign and _in_loops(s.node.lineno, loops) \
+                and type(value) is ast.Call and facts.qual(value.func) in _CONCATS and value.args \
+                and type(value.args[0]) in (ast.List, ast.Tuple) \
+                and any(type(e) is ast.Name and e.id == expr.id for e in value.args[0].elts):
+            return expr.id
+    return None
+
+
+def _last_only(part: ast.Slice) -> bool:
+    """``[-1:]``: one element, whatever the length."""
+    lower = part.lower
+    return part.upper is None and type(lower) is ast.UnaryOp and type(lower.op) is ast.USub \
+        and type(lower.operand) is ast.Constant and lower.operand.value == 1
 
 
 def _in_loops(line: int, loops) -> bool:
