@@ -164,6 +164,7 @@ class Facts:
         self.module: ModuleIndex = fref.module
         self.project = project
         self.cls: ClassIndex | None = fref.cls
+        self._enclosing: tuple | None = None  # (function node, class) this one is nested in, once looked up
         self.kinds: dict[str, object] = {}
         self.local_imports: dict[str, str] | None = None
         self.local_defs: dict[str, ast.AST] = {}
@@ -246,10 +247,38 @@ class Facts:
 
     def _outer_kind(self, name: str):
         if type(self.fref.node) is not ast.Module:
+            enclosing = self._enclosing_facts()
+            if enclosing is not None and name in enclosing.kinds:  # a closure: ``opt`` of the function around ``def step()``
+                return enclosing.kinds[name]
             mod_facts = module_facts(self.project, self.module)
             if mod_facts is not None:
                 return mod_facts.kinds.get(name)
         return None
+
+    def _enclosing_facts(self):
+        """The facts of the function this one is nested in (its closure's names), once that is walked."""
+        if self._enclosing is None:
+            self._enclosing = self._find_enclosing()
+        parent, parent_cls = self._enclosing
+        if parent is None:
+            return None
+        cached = self.project.facts_cache.get(id(parent))
+        if cached is not None and not cached.scanned:
+            return None  # being walked now
+        return facts_of(self.project, FuncRef(self.module, parent, parent_cls, parent.name))
+
+    def _find_enclosing(self) -> tuple:
+        node = self.fref.node
+        parent, parent_cls = None, None
+        outers = [(d, None) for d in self.module.defs.values()]
+        outers += [(m, c) for c in self.module.classes.values() for m in c.methods.values()]
+        for outer, cls in outers:
+            if outer is not node and outer.lineno < node.lineno <= outer.end_lineno:
+                for inner in ast.walk(outer):
+                    if type(inner) in FUNC_TYPES and inner is not node and inner.lineno < node.lineno <= inner.end_lineno \
+                            and (parent is None or inner.lineno > parent.lineno):
+                        parent, parent_cls = inner, cls if inner is outer else None
+        return parent, parent_cls
 
     # -- inference -----------------------------------------------------------------------------
     def infer(self, e, _depth: int = 0):

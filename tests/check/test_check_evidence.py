@@ -5305,3 +5305,32 @@ def test_a_sequence_the_decode_loop_makes_longer_with_cat_changes_shape_between_
                 idx = torch.cat((idx, logits.argmax(-1)), dim=1)
             return idx
     """, select=["CG206"]) == [(6, "CG206")]
+
+
+def test_an_optimizer_a_nested_step_function_reads_from_its_enclosing_function_is_known():
+    # ``def step(): ... opt.step()`` inside ``main``, captured: ``opt`` is the enclosing function's Adam
+    source = """
+        import torch
+
+        def main(model, x):
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=100, gamma=0.5)
+
+            def step():
+                opt.zero_grad(set_to_none=True)
+                model(x).sum().backward()
+                opt.step()
+
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                step()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                step()
+            for _ in range(10):
+                g.replay()
+                sched.step()
+    """
+    assert _codes(source, select=["CG502", "CG404"]) == [(10, "CG502"), (22, "CG404")]
