@@ -5334,3 +5334,19 @@ def test_an_optimizer_a_nested_step_function_reads_from_its_enclosing_function_i
                 sched.step()
     """
     assert _codes(source, select=["CG502", "CG404"]) == [(10, "CG502"), (22, "CG404")]
+
+
+def test_a_tensor_indexed_by_a_comparison_of_a_value_of_unknown_type_selects_rows():
+    # ``x[e == 0]`` where ``e`` comes from an untyped helper: a mask (a NumPy one would select rows too)
+    source = """
+        import torch
+
+        @torch.compile(mode="reduce-overhead")
+        def plan(x: torch.Tensor, gate):
+            e = gate(x)
+            first = x[e == 0]
+            kept = x[e.argmax(-1)]
+            named = x["key" == "key"] if False else x
+            return first.sum() + kept.sum() + named.sum()
+    """
+    assert _codes(source, select=["CG203"]) == [(6, "CG203")]

@@ -158,6 +158,9 @@ def boolean_mask_index(item, f):
             yield found(sub, stmt)
             continue
         kind = f.infer(entry)
+        if kind is None and type(entry) is ast.Compare and not _identity_compare(entry) \
+                and not any(type(side) is ast.Constant and isinstance(side.value, str) for side in (entry.left, *entry.comparators)):
+            kind = MASK if is_tensor(f.infer(sub.value)) else None  # ``model(x)[gt > 0]``: a tensor indexed by a comparison
         if kind is MASK or (is_tensor(kind) and _named_mask(entry)):
             if value_kind is None:
                 value_kind = f.infer(sub.value)
