@@ -5350,3 +5350,30 @@ def test_a_tensor_indexed_by_a_comparison_of_a_value_of_unknown_type_selects_row
             return first.sum() + kept.sum() + named.sum()
     """
     assert _codes(source, select=["CG203"]) == [(6, "CG203")]
+
+
+def test_capturing_on_the_current_stream_with_no_side_stream_in_view_is_the_default_stream():
+    # a helper's ``stream=torch.cuda.current_stream()``: reported unless a side stream is set around it or
+    # around a call of it
+    source = """
+        import torch
+
+        def capture(graph, fn, pool=None):
+            with torch.cuda.graph(graph, pool=pool, stream=torch.cuda.current_stream()):
+                return fn()
+
+        def capture_on_side(graph, fn):
+            with torch.cuda.graph(graph, stream=torch.cuda.current_stream()):
+                return fn()
+
+        class Trainer:
+            def step(self, fn):
+                self.g = torch.cuda.CUDAGraph()
+                self.out = capture(self.g, fn)
+
+            def step_side(self, fn):
+                side = torch.cuda.Stream()
+                with torch.cuda.stream(side):
+                    self.out = capture_on_side(torch.cuda.CUDAGraph(), fn)
+    """
+    assert _codes(source, select=["CG603"]) == [(4, "CG603")]

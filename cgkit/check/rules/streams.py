@@ -172,7 +172,8 @@ _SET_STREAM = ("torch.cuda.set_stream", "torch.accelerator.set_stream")
         compile=None,
         what="Checks for `CUDAGraph.capture_begin()` called in a script, in a function the script calls, "
         "in a function that also replays the graph or in a method that a replaying method of its class calls, with no `torch.cuda.stream(...)` context or `set_stream` "
-        "around it; and for `torch.cuda.graph(g, stream=torch.cuda.default_stream())`. A `capture_begin` "
+        "around it; and for `torch.cuda.graph(g, stream=torch.cuda.default_stream())`, or `stream=torch.cuda.current_stream()` "
+        "with no side stream set in the function or around any call of it in the checked files. A `capture_begin` "
         "inside a library function whose callers are not in view is not reported (they may set the stream), "
         "unless that function itself warmed up on a side stream and left it before capturing.",
         why="PyTorch refuses to capture on the default stream: `capture_begin` raises \"CUDA graphs must "
@@ -211,12 +212,33 @@ def capture_on_default_stream(region, ctx):
         if type(stream) is ast.Call and type(stream.func) is ast.Attribute and stream.func.attr == "default_stream":
             yield found(stream, what=text_of(region.graph_expr), how="`stream=` names the default stream")
         elif type(stream) is ast.Call and type(stream.func) is ast.Attribute and stream.func.attr == "current_stream" \
-                and _on_default_stream(region, ctx):
+                and (_on_default_stream(region, ctx) or _no_side_stream_in_view(region, ctx)):
             yield found(stream, what=text_of(region.graph_expr),
                         how="`stream=current_stream()` with no side stream set is the default stream")
         return
     if region.kind == "capture_begin" and _on_default_stream(region, ctx):
         yield found(region.node, what=text_of(region.graph_expr), how="`capture_begin()` with no side stream around it")
+
+
+def _no_side_stream_in_view(region, ctx) -> bool:
+    """``torch.cuda.graph(g, stream=torch.cuda.current_stream())`` asks for the stream the code runs on, which
+    is the default one unless something set a side stream: none is set in the function, nor around any call
+    of it (or of its callers) in the checked files."""
+    if region.scope is None:
+        return False
+    sf = facts_of(ctx.project, region.scope)
+    return not _on_side_stream(sf, region.stmt.lineno) and not _called_on_side_stream(region.scope, ctx, 0)
+
+
+def _called_on_side_stream(fref, ctx, depth: int) -> bool:
+    if depth > 3 or type(fref.node) is ast.Module:
+        return False
+    constructor = fref.name == "__init__" and fref.cls is not None
+    for caller, call in call_sites(ctx.project, fref.cls.name if constructor else fref.name, fref):
+        facts = facts_of(ctx.project, caller)
+        if _on_side_stream(facts, call.lineno) or _called_on_side_stream(caller, ctx, depth + 1):
+            return True
+    return False
 
 
 def _on_default_stream(region, ctx) -> bool:
