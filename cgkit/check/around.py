@@ -218,11 +218,22 @@ def returned_positions(fn, names: set[str]) -> dict:
             value = node.value
             if type(value) is ast.Tuple:
                 for i, elt in enumerate(value.elts):
+                    elt = _part_of_name(elt)  # ``return graphed[0], list(graphed[1:-1]), graphed[-1]``
                     if type(elt) is ast.Name and elt.id in names:
                         out[i] = elt.id
             elif type(value) is ast.Name and value.id in names:
                 out[None] = value.id
     return out
+
+
+def _part_of_name(expr):
+    """``g[0]``, ``g[1:-1]``, ``list(g[1:])``, ``tuple(g)`` -> ``g``: an element, a slice or a copy of a container."""
+    if type(expr) is ast.Call and type(expr.func) is ast.Name and expr.func.id in ("list", "tuple") \
+            and len(expr.args) == 1 and not expr.keywords:
+        expr = expr.args[0]
+    while type(expr) is ast.Subscript:
+        expr = expr.value
+    return expr
 
 
 def bound_from(facts, call, returned: dict) -> set[str]:

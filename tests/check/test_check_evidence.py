@@ -5377,3 +5377,46 @@ def test_capturing_on_the_current_stream_with_no_side_stream_in_view_is_the_defa
                     self.out = capture_on_side(torch.cuda.CUDAGraph(), fn)
     """
     assert _codes(source, select=["CG603"]) == [(4, "CG603")]
+
+
+def test_keywords_to_graphed_layers_returned_as_parts_of_the_graphed_tuple_and_looped_over():
+    # ``return graphed[0], list(graphed[1:-1]), graphed[-1]`` then ``for layer in layers: layer(h, adj=adj)``
+    assert _codes("""
+        import torch
+
+        def build(embed, layers, readout, samples):
+            graphed = torch.cuda.make_graphed_callables((embed,) + tuple(layers) + (readout,), samples)
+            return graphed[0], list(graphed[1:-1]), graphed[-1]
+
+        def train(embed, layers, readout, samples, x, adj):
+            embed, layers, readout = build(embed, layers, readout, samples)
+            h = embed(x)
+            for layer in layers:
+                h = layer(h, adj=adj)
+            return readout(h)
+    """, select=["CG511"]) == [(11, "CG511")]
+
+
+def test_keywords_to_blocks_graphed_in_place_from_a_models_list_are_found_in_the_models_forward():
+    assert _codes("""
+        import torch
+        from torch import nn
+
+        class Model(nn.Module):
+            def __init__(self, d=64, n=4):
+                super().__init__()
+                self.blocks = nn.ModuleList(nn.Linear(d, d) for _ in range(n))
+                self.bias = torch.zeros(d, device="cuda")
+
+            def forward(self, x):
+                for blk in self.blocks:
+                    x = blk(x, bias=self.bias)
+                return x
+
+        def graph(model: Model, x):
+            samples = tuple((x.clone().requires_grad_(),) for _ in model.blocks)
+            graphed = torch.cuda.make_graphed_callables(tuple(model.blocks), samples)
+            for i, g in enumerate(graphed):
+                model.blocks[i] = g
+            return model
+    """, select=["CG511"]) == [(12, "CG511")]

@@ -340,7 +340,9 @@ def _container(expr, facts=None, line: int = 0):
         compile=None,
         what="Checks for calls with keyword arguments of what `torch.cuda.make_graphed_callables` returns, "
         "and of the modules it graphed in place, in the function that graphs them, in the callers it returns "
-        "them to, and in the functions they are passed to.",
+        "them to (whole, or as elements and slices: `graphed[1:-1]`), in the functions they are passed to, "
+        "through the loops over them, and in the methods of the model whose parts were graphed "
+        "(`tuple(model.blocks)`, then `blk(x, bias=b)` in its `forward`).",
         why="torch wraps each graphed callable in a function that takes `*args` only, and a graphed "
         "module's new `forward` hands its keyword arguments to that function (while the module is in the "
         "training mode it was graphed in), so any keyword argument raises TypeError. Transformer Engine's "
@@ -379,6 +381,7 @@ def graphed_callable_keywords(region, ctx):
         if not names or (facts.fref.key, after) in seen:
             continue
         seen.add((facts.fref.key, after))
+        names = _graphed_aliases(facts, names, facts.self_name, sf.self_name)  # ``for layer in layers``, ``g[1:-1]``
         yield from _keyword_calls(facts, names, after, project, passed_on=True)
         fn = facts.fref.node
         if depth >= 3 or type(fn) is ast.Module:
@@ -393,6 +396,24 @@ def graphed_callable_keywords(region, ctx):
                 names = _bound_to(cf, call)
             todo.append((cf, names, call.lineno, depth + 1))
     yield from _keyword_calls_on_self(region, sf, project)
+    yield from _keyword_calls_in_owner(region, sf, project)
+
+
+def _keyword_calls_in_owner(region, sf, project):
+    """Modules graphed in place from a part of one of the file's models (``make_graphed_callables(tuple(
+    model.blocks), ...)``): the model's own methods call them (``for blk in self.blocks: blk(x, bias=b)``)."""
+    for target in region.targets:
+        if type(target) is not ast.Attribute or type(target.value) is not ast.Name:
+            continue
+        kind = sf.infer(target.value)
+        if type(kind) is not tuple or kind[0] != "inst" or not kind[1].is_module(project):
+            continue
+        cls = kind[1]
+        for name, node in cls.methods.items():
+            facts = facts_of(project, FuncRef(cls.module, node, cls, name))
+            if facts.self_name and facts is not sf:
+                names = _graphed_aliases(facts, {f"{facts.self_name}.{target.attr}"}, facts.self_name, facts.self_name)
+                yield from _keyword_calls(facts, names, 0, project, passed_on=False)
 
 
 @RULES.rule(
@@ -491,12 +512,16 @@ def _keyword_calls(facts, names: set, after: int, project, passed_on: bool):
     file's functions they are handed to positionally (``fit(graphed, loader)``)."""
     for c in facts.calls:
         func = c.node.func
-        if c.node.lineno <= after or type(func) is not ast.Name:
+        if c.node.lineno <= after:
             continue
-        if func.id in names:
+        called = text_of(func.value if type(func) is ast.Subscript else func)  # ``blocks[-1](x, attn_mask=m)``
+        if called in names:
             keywords = [kw.arg for kw in c.node.keywords if kw.arg is not None]
             if keywords:
-                yield found(c.node, module=facts.module, what=func.id, keywords=", ".join(f"`{k}=`" for k in keywords))
+                yield found(c.node, module=facts.module, what=text_of(func) or called,
+                            keywords=", ".join(f"`{k}=`" for k in keywords))
+            continue
+        if type(func) is not ast.Name:
             continue
         passed = [i for i, a in enumerate(c.node.args) if type(a) is ast.Name and a.id in names]
         node = facts.module.defs.get(func.id) if passed and passed_on else None
