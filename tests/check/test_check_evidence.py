@@ -5420,3 +5420,19 @@ def test_keywords_to_blocks_graphed_in_place_from_a_models_list_are_found_in_the
                 model.blocks[i] = g
             return model
     """, select=["CG511"]) == [(12, "CG511")]
+
+
+def test_keywords_to_callables_graphed_at_the_top_of_a_script_are_found_in_its_functions():
+    assert _codes("""
+        import torch
+
+        head = torch.nn.Linear(8, 1).cuda()
+        s_z = torch.randn(4, 8, device="cuda", requires_grad=True)
+        g_head = torch.cuda.make_graphed_callables(head, (s_z,))
+
+        def score(z):
+            return torch.sigmoid(g_head(z))
+
+        def score_named(z):
+            return torch.sigmoid(g_head(input=z))
+    """, select=["CG511"]) == [(11, "CG511")]

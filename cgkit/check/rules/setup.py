@@ -376,6 +376,7 @@ def graphed_callable_keywords(region, ctx):
     graphed = _graphed_names(region.targets) | _bound_to(sf, region.node)
     # The graphing function, then the callers it returns the callables to (and theirs, three deep).
     todo, seen = [(sf, graphed, region.stmt.end_lineno, 0)], set()
+    todo += _script_functions(region, graphed, project)
     while todo:
         facts, names, after, depth = todo.pop()
         if not names or (facts.fref.key, after) in seen:
@@ -397,6 +398,15 @@ def graphed_callable_keywords(region, ctx):
             todo.append((cf, names, call.lineno, depth + 1))
     yield from _keyword_calls_on_self(region, sf, project)
     yield from _keyword_calls_in_owner(region, sf, project)
+
+
+def _script_functions(region, graphed: set, project) -> list:
+    """Graphed at the top of a script: its functions use the globals. (facts, names, after, depth) to visit."""
+    if type(region.scope.node) is not ast.Module:
+        return []
+    plain = {g for g in graphed if g.isidentifier()}
+    return [(facts_of(project, FuncRef(region.module, node, None, name)), plain, 0, 3)
+            for name, node in region.module.defs.items()]
 
 
 def _keyword_calls_in_owner(region, sf, project):
@@ -601,10 +611,7 @@ def weight_caching_without_first_microbatch(region, ctx):
         for name, node in sf.cls.methods.items():
             if node is not region.scope.node and attrs:
                 todo.append((facts_of(project, FuncRef(sf.cls.module, node, sf.cls, name)), attrs, 0, 3))
-    if type(region.scope.node) is ast.Module:  # graphed at the top of a script: its functions use the globals
-        plain = {g for g in graphed if g.isidentifier()}
-        for name, node in region.module.defs.items():
-            todo.append((facts_of(project, FuncRef(region.module, node, None, name)), plain, 0, 3))
+    todo += _script_functions(region, graphed, project)
     reported = set()
     while todo:
         facts, names, after, depth = todo.pop()
