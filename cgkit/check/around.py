@@ -221,8 +221,8 @@ def returned_positions(fn, names: set[str]) -> dict:
                     elt = _part_of_name(elt)  # ``return graphed[0], list(graphed[1:-1]), graphed[-1]``
                     if type(elt) is ast.Name and elt.id in names:
                         out[i] = elt.id
-            elif type(value) is ast.Name and value.id in names:
-                out[None] = value.id
+            elif type(_part_of_name(value)) is ast.Name and _part_of_name(value).id in names:  # ``return list(graphed)``
+                out[None] = _part_of_name(value).id
     return out
 
 

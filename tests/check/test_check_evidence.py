@@ -5436,3 +5436,31 @@ def test_keywords_to_callables_graphed_at_the_top_of_a_script_are_found_in_its_f
         def score_named(z):
             return torch.sigmoid(g_head(input=z))
     """, select=["CG511"]) == [(11, "CG511")]
+
+
+def test_an_uncalled_function_taking_the_graphed_callables_under_their_name_is_checked():
+    # ``def eval_step(graphed, x)`` with no caller in view, beside ``graphed = make_graphed_callables(...)``;
+    # ``model`` is also bound to other things in the file, so ``check(model, x)`` says nothing
+    assert _codes("""
+        import torch
+
+        def build(blocks, samples):
+            graphed = torch.cuda.make_graphed_callables(tuple(blocks), samples)
+            return list(graphed)
+
+        def train(blocks, samples, x):
+            graphed = build(blocks, samples)
+            model = blocks[0]
+            for g in graphed:
+                x = g(x)
+            return model(x)
+
+        @torch.no_grad()
+        def eval_step(graphed, x):
+            for g in graphed:
+                x = g(x=x)
+            return x
+
+        def check(model, x):
+            return model(x=x)
+    """, select=["CG511"]) == [(17, "CG511")]

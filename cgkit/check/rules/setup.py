@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from cgkit.check.around import bound_from, returned_positions
-from cgkit.check.callers import argument_for, call_sites
+from cgkit.check.callers import argument_for, call_sites, functions_of
 from cgkit.check.facts import class_attrs, facts_of, is_callable_module, module_facts
 from cgkit.check.model import Rule
 from cgkit.check.names import bound_values
@@ -377,12 +377,17 @@ def graphed_callable_keywords(region, ctx):
     # The graphing function, then the callers it returns the callables to (and theirs, three deep).
     todo, seen = [(sf, graphed, region.stmt.end_lineno, 0)], set()
     todo += _script_functions(region, graphed, project)
-    while todo:
+    walked, receivers_added = set(), False
+    while todo or not receivers_added:
+        if not todo:  # then the file's uncalled functions that take them under the same name
+            todo, receivers_added = _same_name_receivers(region.module, walked, seen, project), True
+            continue
         facts, names, after, depth = todo.pop()
         if not names or (facts.fref.key, after) in seen:
             continue
         seen.add((facts.fref.key, after))
         names = _graphed_aliases(facts, names, facts.self_name, sf.self_name)  # ``for layer in layers``, ``g[1:-1]``
+        walked |= {n for n in names if n.isidentifier()}
         yield from _keyword_calls(facts, names, after, project, passed_on=True)
         fn = facts.fref.node
         if depth >= 3 or type(fn) is ast.Module:
@@ -398,6 +403,31 @@ def graphed_callable_keywords(region, ctx):
             todo.append((cf, names, call.lineno, depth + 1))
     yield from _keyword_calls_on_self(region, sf, project)
     yield from _keyword_calls_in_owner(region, sf, project)
+
+
+def _same_name_receivers(module, names: set, seen: set, project) -> list:
+    """The file's functions that no call in view reaches and that take a parameter named as the graphed
+    callables are named where they were followed (``def eval_step(graphed, x)`` beside ``graphed =
+    make_graphed_callables(...)``), when nothing else in the file is bound to that name. (facts, names,
+    after, depth) to visit."""
+    visited = {key for key, _after in seen}
+    out = []
+    for name, node in module.defs.items():
+        fref = FuncRef(module, node, None, name)
+        if fref.key in visited or next(call_sites(project, name, fref), None) is not None:
+            continue
+        params = {p for p in set(fref.positional_params) & names if not _bound_elsewhere(module, p, visited, project)}
+        if params:
+            out.append((facts_of(project, fref), params, 0, 3))
+    return out
+
+
+def _bound_elsewhere(module, name: str, visited: set, project) -> bool:
+    """``name`` is assigned in a function of the file the walk did not follow (so it may hold anything)."""
+    for fref in functions_of(module):
+        if fref.key not in visited and any(s.name == name for s in facts_of(project, fref).stores):
+            return True
+    return False
 
 
 def _script_functions(region, graphed: set, project) -> list:
@@ -612,13 +642,17 @@ def weight_caching_without_first_microbatch(region, ctx):
             if node is not region.scope.node and attrs:
                 todo.append((facts_of(project, FuncRef(sf.cls.module, node, sf.cls, name)), attrs, 0, 3))
     todo += _script_functions(region, graphed, project)
-    reported = set()
-    while todo:
+    reported, walked, receivers_added = set(), set(), False
+    while todo or not receivers_added:
+        if not todo:  # then the file's uncalled functions that take them under the same name
+            todo, receivers_added = _same_name_receivers(region.module, walked, seen, project), True
+            continue
         facts, names, after, depth = todo.pop()
         if not names or (facts.fref.key, after) in seen:
             continue
         seen.add((facts.fref.key, after))
         names = _graphed_aliases(facts, names, facts.self_name, sf.self_name)
+        walked |= {n for n in names if n.isidentifier()}
         if not any(c.meth in ("eval",) or (c.meth == "train" and c.node.args and is_false(c.node.args[0]))
                    for c in facts.calls):  # after ``.eval()`` a graphed module runs its own forward
             for c in facts.calls:
