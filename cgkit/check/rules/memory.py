@@ -26,19 +26,20 @@ _TENSOR_FROM_DATA = ("torch.tensor", "torch.as_tensor", "torch.asarray")
     Rule(
         code="CG301",
         name="tensor-from-host-data",
-        category="pinned-memory",
+        category="host-sync",  # Python data made into a host tensor and copied, blocking, to the GPU (like CG303)
         message="`{what}` builds a GPU tensor from host data: a pageable host-to-device copy; capture fails here",
         compile_message="`{what}` builds a GPU tensor from a host array: cudagraph trees record no CUDA graph for "
         "the function (measured on torch 2.11)",
         fix="Create the tensor once before capture and reuse it (update it with `copy_()` or `fill_()` between replays).",
-        what="Checks for `torch.tensor(...)` / `torch.as_tensor(...)` with a non-CPU `device=` inside a captured region; "
-        "in a CUDA-graph compiled function, only when the data is not a list or tuple written in the code.",
+        what="Checks for `torch.tensor(...)` with a non-CPU `device=` inside a captured region (and `torch.as_tensor(...)` "
+        "of a list or tuple written in the code; of an array it is CG302); in a CUDA-graph compiled function, only when "
+        "the data is not a list or tuple written in the code.",
         why="The data starts in Python objects on the host, so creating the GPU tensor is a copy from "
         "pageable memory. " + _COPY_NOTE + " Even if such a copy were recorded, the graph would replay "
         "the values seen at capture. Under `torch.compile(mode=\"reduce-overhead\")` (measured on an H200 with "
         "torch 2.11, benchmarks/compile_hazards.py) a tensor built from a list of Python numbers compiled once "
         "and was recorded as a CUDA graph (Dynamo makes it a constant; numbers that change are CG404's "
-        "business), while `torch.as_tensor` of a NumPy array made in the function recorded no CUDA graph at all.",
+        "business); an array is CG302's case.",
         example=code("""
             import torch
 
@@ -63,13 +64,27 @@ _TENSOR_FROM_DATA = ("torch.tensor", "torch.as_tensor", "torch.asarray")
     Calls(quals=_TENSOR_FROM_DATA),
 )
 def tensor_from_host_data(c, f):
+    data = _host_data_to_gpu(c, f)
+    if data is not None and not _host_array(c, data):
+        # a list or tuple written out: Dynamo folds it into the compiled graph as a constant
+        written = type(data) in (ast.List, ast.Tuple, ast.ListComp)
+        yield found(c.node, c.stmt, what=f"{c.qual}(..., device={text_of(c.kwarg('device'))})", manual_only=written)
+
+
+def _host_data_to_gpu(c, f):
+    """The data of ``torch.tensor(data, device=<a GPU>)`` (or ``as_tensor``/``asarray``) when it is no GPU
+    tensor, else None."""
     device = c.kwarg("device")
     data = c.node.args[0] if c.node.args else None
-    if device is not None and _device_literal(device) not in ("cpu", "meta"):
-        if data is None or not is_tensor(f.infer(data)):
-            # a list or tuple written out: Dynamo folds it into the compiled graph as a constant
-            written = type(data) in (ast.List, ast.Tuple, ast.ListComp)
-            yield found(c.node, c.stmt, what=f"{c.qual}(..., device={text_of(device)})", manual_only=written)
+    if device is None or _device_literal(device) in ("cpu", "meta") or data is None or is_tensor(f.infer(data)):
+        return None
+    return data
+
+
+def _host_array(c, data) -> bool:
+    """``torch.as_tensor(self.mean_np, device=...)``: an array already in host memory (not Python data written
+    in the code), copied from pageable memory: CG302's case."""
+    return c.qual != "torch.tensor" and type(data) not in (ast.List, ast.Tuple, ast.ListComp, ast.Constant)
 
 
 @RULES.rule(
@@ -80,10 +95,15 @@ def tensor_from_host_data(c, f):
         message="`{what}` copies a host tensor to the GPU inside the region; capture fails here",
         compile_message="`{what}` copies a host tensor to the GPU: the copy is not captured",
         fix="Give the graph a static GPU input tensor and `copy_()` new data into it before each `replay()`.",
-        what="Checks for `.cuda()` / `.to(\"cuda\")` (with or without `non_blocking=True`) on a host tensor inside a captured region.",
+        what="Checks for `.cuda()` / `.to(\"cuda\")` (with or without `non_blocking=True`) on a host tensor inside a captured "
+        "region, and for `torch.as_tensor(array, device=\"cuda\")` of an array held in host memory (a NumPy array, an "
+        "attribute) rather than Python data written in the code (that is CG301).",
         why="Moving a CPU tensor to the GPU inside the region copies from pageable memory. " + _COPY_NOTE
         + " `non_blocking=True` does not help: from pageable memory the copy is still staged through "
-        "the host, and sync debug mode does not flag it.",
+        "the host, and sync debug mode does not flag it. `torch.as_tensor(array, device=\"cuda\")` is the same "
+        "copy; under `torch.compile(mode=\"reduce-overhead\")` (measured on an H200 with torch 2.11, "
+        "benchmarks/compile_hazards.py) `torch.as_tensor` of a NumPy array made in the function recorded no CUDA "
+        "graph at all.",
         example=code("""
             import torch
 
@@ -105,9 +125,14 @@ def tensor_from_host_data(c, f):
         """),
         gpu_check="ok = torch.allclose(y, host.cuda() * 2)",
     ),
-    Calls(methods=("cuda", "to")),
+    Calls(methods=("cuda", "to"), quals=_TENSOR_FROM_DATA),
 )
 def pageable_host_to_device(c, f):
+    if c.qual in _TENSOR_FROM_DATA:
+        data = _host_data_to_gpu(c, f)
+        if data is not None and _host_array(c, data):
+            yield found(c.node, c.stmt, what=f"{c.qual}({text_of(data)}, device={text_of(c.kwarg('device'))})")
+        return
     if _host_to_device(f, c):
         yield found(c.node, c.stmt, what=f".{c.meth}({_args_text(c.node)})")
 
