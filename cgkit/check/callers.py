@@ -51,10 +51,12 @@ def _find_call_sites(project: Project, name: str) -> list:
 
 
 def calls_of(project: Project, helper: FuncRef):
-    """The calls of a function: by its name, and through a local ``functools.partial`` of it
-    (``bench = partial(capture, warmup=3)`` ... ``bench(case)``, given as the call it makes)."""
-    yield from call_sites(project, helper.name, helper)
-    name = helper.name
+    """The calls of a function: by its name (a constructor by its class's: ``GraphedStep(train_step, x)``), and
+    through a local ``functools.partial`` of it (``bench = partial(capture, warmup=3)`` ... ``bench(case)``,
+    given as the call it makes)."""
+    constructor = helper.name == "__init__" and helper.cls is not None
+    name = helper.cls.name if constructor else helper.name
+    yield from call_sites(project, name, None if constructor else helper)
     for module in project.checked:
         if "partial(" not in module.text or name not in module.text:
             continue

@@ -5482,3 +5482,31 @@ def test_python_data_made_a_gpu_tensor_is_a_host_sync_and_a_host_array_a_pageabl
     """).lstrip("\n"))
     assert [(f.line, f.code, f.category) for f in result.findings if f.code in ("CG301", "CG302")] == [
         (8, "CG301", "host-sync"), (9, "CG302", "pinned-memory")]
+
+
+def test_a_step_function_handed_to_a_capturing_class_constructor_is_captured():
+    # ``GraphedStep(train_step, x, y)``: the class's __init__ captures ``step_fn(*static_args)``
+    assert _codes("""
+        import torch
+
+        class GraphedStep:
+            def __init__(self, step_fn, *static_args):
+                self.step_fn, self.static_args = step_fn, static_args
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    step_fn(*static_args)
+                torch.cuda.current_stream().wait_stream(s)
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    self.out = step_fn(*static_args)
+
+        def train_step(x, y):
+            loss = (x - y).pow(2).mean()
+            print("loss", loss.item())
+            return loss
+
+        x = torch.randn(8, device="cuda")
+        y = torch.randn(8, device="cuda")
+        step = GraphedStep(train_step, x, y)
+    """, select=["CG101"]) == [(17, "CG101")]
