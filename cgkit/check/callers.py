@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from cgkit.check.facts import argument_kinds, facts_of
+from cgkit.check.facts import argument_kinds, facts_of, merge_argument_kinds
 from cgkit.check.names import dotted
 from cgkit.check.project import FUNC_TYPES, FuncRef, Project
 
@@ -102,7 +102,8 @@ def functions_of(module):
 
 def seed_from_callers(fref: FuncRef, project: Project, called_as: str | None = None) -> None:
     """Give ``fref``'s parameters the kinds its callers pass, before its facts are computed (the first
-    call site that gives a parameter a kind wins; nothing is assumed with no caller in view).
+    call site that gives a parameter a kind wins, but a GPU tensor wins over a CPU one; nothing is assumed
+    with no caller in view).
     ``called_as``: the name callers use instead of the function's own (``self.step_fn = torch.compile(
     self._step)`` is called as ``step_fn``)."""
     node = fref.node
@@ -115,9 +116,7 @@ def seed_from_callers(fref: FuncRef, project: Project, called_as: str | None = N
     found: dict = {}
     for caller, call in call_sites(project, name, fref):
         kinds = argument_kinds(facts_of(project, caller), call, fref)
-        for param, kind in (kinds or {}).items():
-            if param in params:
-                found.setdefault(param, kind)
+        merge_argument_kinds(found, {p: k for p, k in (kinds or {}).items() if p in params})
     cached = project.facts_cache.get(fref.key)  # (asking the callers may have analysed it)
     if cached is not None:
         # analysed before its callers were asked: analyse it again when they tell what an untyped

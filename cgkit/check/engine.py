@@ -17,6 +17,7 @@ import warnings
 
 from cgkit.check import around, callers, calls, noqa, passed, regions
 from cgkit.check.config import Config, load_config
+from cgkit.check.facts import merge_argument_kinds
 from cgkit.check.model import CANDIDATE_KIND, CheckResult, Finding
 from cgkit.check.project import ModuleIndex, Project
 from cgkit.check.rules import RULES, Dispatch, dispatch
@@ -257,9 +258,11 @@ class Checker:
         if region.span is not None and region.scope is not None:
             callers.seed_from_callers(region.scope, self.project)  # the capturing function's parameters
         region.passed = passed.passed_callables(region, self.project)
-        for invocation in around.invocations(region, ctx):  # compiled: what its callers pass
-            for root in region.roots:
-                self.project.seed(root, calls.argument_kinds(invocation.facts, invocation.call.node, root))
+        for root in region.roots:  # compiled: what its callers pass
+            passed_kinds: dict = {}
+            for invocation in around.invocations(region, ctx):
+                merge_argument_kinds(passed_kinds, calls.argument_kinds(invocation.facts, invocation.call.node, root))
+            self.project.seed(root, passed_kinds)
 
         def emit(hazard, facts, chain):
             self._emit(hazard.code, facts.module, hazard.node, hazard.args, region, chain, hazard.stmt)

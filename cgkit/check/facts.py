@@ -94,6 +94,14 @@ def is_callable_module(kind, project: Project) -> bool:
     return tag in ("ddp", "compiled")
 
 
+def merge_argument_kinds(found: dict, kinds: dict) -> None:
+    """Add one call site's argument kinds to ``found``: the first kind given wins, but a GPU tensor
+    outweighs a CPU one (where it is on the GPU, the graph is recorded)."""
+    for param, kind in (kinds or {}).items():
+        if param not in found or (found[param] is CPU and is_tensor(kind) and kind is not CPU):
+            found[param] = kind
+
+
 def element_kind(kind):
     """What indexing or iterating a container of modules gives: its one class (several: unknown)."""
     if type(kind) is tuple:

@@ -5510,3 +5510,24 @@ def test_a_step_function_handed_to_a_capturing_class_constructor_is_captured():
         y = torch.randn(8, device="cuda")
         step = GraphedStep(train_step, x, y)
     """, select=["CG101"]) == [(17, "CG101")]
+
+
+def test_a_compiled_function_called_with_cpu_then_gpu_tensors_keeps_its_gpu_outputs_in_view():
+    # the cudagraph-trees docs example after a CPU call: the GPU call's kept output is overwritten, the CPU one is not
+    assert _codes("""
+        import torch
+
+        @torch.compile(mode="reduce-overhead")
+        def my_model(x):
+            return torch.matmul(x, x)
+
+        xc = torch.randn(10, 10)
+        y1 = my_model(xc)
+        y2 = my_model(xc)
+        print(y1)
+
+        x = torch.randn(10, 10, device="cuda")
+        y1 = my_model(x)
+        y2 = my_model(x)
+        print(y1)
+    """, select=["CG407"]) == [(15, "CG407")]

@@ -1752,6 +1752,8 @@ def compiled_output_kept(region, ctx):
     for inv in near.invocations(region, ctx):
         facts, call = inv.facts, inv.call
         stmt = call.stmt
+        if _host_inputs_only(facts, call.node):
+            continue  # ``my_model(torch.randn(10, 10))``: CPU tensors in, CPU tensors out, no CUDA graph
         kept_directly = _kept_directly(stmt, call.node, inv.loops)
         if kept_directly:
             yield found(stmt, module=facts.module, what=text_of(call.node.func) + "(...)", detail=kept_directly)
@@ -1784,6 +1786,13 @@ def _returns_no_graph_tensor(facts) -> bool:
     if not returns or any(r.value is None for r in returns):
         return False
     return all(_not_graph_held(facts, part) for r in returns for part in _parts(r.value))
+
+
+def _host_inputs_only(facts, call) -> bool:
+    """Every argument of the call that is a tensor is a CPU tensor (and at least one is)."""
+    kinds = [facts.infer(a) for a in [*call.args, *(kw.value for kw in call.keywords)]]
+    tensors = [k for k in kinds if is_tensor(k)]
+    return bool(tensors) and all(k is CPU for k in tensors)
 
 
 def _host_value_returned(region, ctx, stmt, name: str) -> bool:
