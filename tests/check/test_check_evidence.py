@@ -5531,3 +5531,32 @@ def test_a_compiled_function_called_with_cpu_then_gpu_tensors_keeps_its_gpu_outp
         y2 = my_model(x)
         print(y1)
     """, select=["CG407"]) == [(15, "CG407")]
+
+
+def test_a_static_input_a_capture_helper_returns_and_the_caller_rebinds_before_replay():
+    assert _codes("""
+        import torch
+
+        def capture_step(model, opt):
+            static_input = torch.zeros(8, 16, device="cuda")
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                model(static_input).sum().backward()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                static_loss = model(static_input).sum()
+                static_loss.backward()
+            return g, static_input, static_loss
+
+        def train(model, opt, batches):
+            g, static_input, static_loss = capture_step(model, opt)
+            for data in batches:
+                static_input.copy_(data)
+                g.replay()
+            for data in batches:
+                static_input = data.cuda(non_blocking=True)
+                g.replay()
+            g, static_input, static_loss = capture_step(model, opt)
+    """, select=["CG405"]) == [(22, "CG405")]

@@ -985,6 +985,31 @@ def rebound_static_input(region, ctx):
                 and name not in reported:
             reported.add(name)
             yield found(stmt, what=name, line=region.line, how="deleted")
+    yield from _rebound_by_callers(region, ctx, around)
+
+
+def _rebound_by_callers(region, ctx, around):
+    """A capture helper that returns its static inputs (``return g, static_input, static_loss``): a caller
+    that binds one and later rebinds the name (``static_input = data.cuda()``) before a replay feeds the
+    graph nothing new."""
+    sf, scope = around.facts, region.scope
+    if type(scope.node) is ast.Module:
+        return
+    inputs = {name for name in around.reads if is_tensor(near.kind_before(sf, name, around.rs))}
+    returned = near.returned_positions(scope.node, inputs)
+    for caller, call in callers.call_sites(ctx.project, scope.name, scope) if returned else ():
+        cf = facts_of(ctx.project, caller)
+        names = near.bound_from(cf, call, returned)
+        replays = [c.node.lineno for c in cf.calls if c.meth == "replay" and c.node.lineno > call.end_lineno]
+        for st in cf.stores:
+            line = st.node.lineno
+            if st.name not in names or line <= call.end_lineno or st.aug or type(st.node) is not ast.Assign \
+                    or any(type(n) is ast.Call and text_of(n.func) == scope.name for n in ast.walk(st.node.value)):
+                continue  # (bound again by another capture: a new graph)
+            loops = [(lp.lineno, lp.end_lineno) for lp in cf.loops if lp.lineno <= line <= lp.end_lineno]
+            if any(r > line or any(lo <= r <= hi for lo, hi in loops) for r in replays):
+                yield found(st.node, module=cf.module, what=st.name, line=region.line, how="rebound")
+                names = names - {st.name}
 
 
 @RULES.also("CG405", Region())
