@@ -1030,6 +1030,8 @@ def python_number_binding(store, facts=None) -> bool:
             it = getattr(bound[-1].node, "value", None) if bound else None
         if type(it) is ast.Call and type(it.func) is ast.Attribute and it.func.attr == "tolist":
             return type(node.target) is ast.Name  # ``for t in ts.tolist()``: Python numbers
+        if type(it) in (ast.Tuple, ast.List):  # ``for n in (16, 24, 32)``
+            return type(node.target) is ast.Name and bool(it.elts) and all(_number_expr(e) for e in it.elts)
         if type(it) is not ast.Call or type(it.func) is not ast.Name:
             return False
         if it.func.id == "range":

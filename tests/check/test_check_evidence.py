@@ -5560,3 +5560,33 @@ def test_a_static_input_a_capture_helper_returns_and_the_caller_rebinds_before_r
                 g.replay()
             g, static_input, static_loss = capture_step(model, opt)
     """, select=["CG405"]) == [(22, "CG405")]
+
+
+def test_a_capture_context_on_the_current_stream_held_in_a_name_is_the_default_stream():
+    assert _codes("""
+        import contextlib
+        import torch
+
+        @contextlib.contextmanager
+        def graph_capture(graph, pool=None):
+            stream = torch.cuda.current_stream()
+            with torch.cuda.graph(graph, pool=pool, stream=stream):
+                yield graph
+    """, select=["CG603"]) == [(7, "CG603")]
+
+
+def test_a_tensor_made_in_the_call_with_a_size_the_loop_changes_changes_shape():
+    # ``for n in (16, 24, 32): f(torch.randn(n, n))``: a loop over written numbers gives a new size each call
+    assert _codes("""
+        import torch
+
+        @torch.compile(mode="reduce-overhead")
+        def my_model(x):
+            return torch.matmul(x, x)
+
+        for n in (16, 24, 32):
+            out = my_model(torch.randn(n, n, device="cuda"))
+            print(n, out.norm().item())
+        for _ in range(3):
+            out = my_model(torch.randn(16, 16, device="cuda"))
+    """, select=["CG206"]) == [(8, "CG206")]

@@ -297,7 +297,8 @@ def repeat_interleave_no_output_size(c, f):
         compile="warning",
         what="Checks for a function compiled with CUDA graphs that is called in a loop with a tensor sliced by "
         "bounds the loop changes (`x[:, :t]` with `t` the loop variable, `book[t - w:t]`, a crop box read per "
-        "item), with a tensor the loop makes longer (`idx = torch.cat([idx, nxt], dim=1)`, also read through a "
+        "item), with a tensor made in the call at a size the loop changes (`f(torch.randn(n, n))` for `n` in "
+        "a loop over numbers), with a tensor the loop makes longer (`idx = torch.cat([idx, nxt], dim=1)`, also read through a "
         "fixed window, `idx[:, -block_size:]`, which grows until it is full), or with rows a boolean mask "
         "selects (`obs[alive]`, `X[scores > 0.5]`: as many as the data says), "
         "directly or through the names it is bound to. A fixed-width window (`x[i:i + n]`, `idx[:, -1:]`) keeps its "
@@ -357,6 +358,10 @@ def input_shape_changes_between_calls(region, ctx):
             if grown is not None:
                 yield found(call, module=facts.module, what=text_of(arg),
                             how=f"the loop makes `{grown}` longer with `torch.cat` on every iteration")
+                break
+            size = _sized_per_iteration(facts, arg, loops)
+            if size is not None:
+                yield found(call, module=facts.module, what=text_of(arg), how=f"its size `{size}` changes in the loop")
                 break
 
 
@@ -445,6 +450,22 @@ def _grown_per_iteration(facts, expr, loops) -> str | None:
                 and type(value.args[0]) in (ast.List, ast.Tuple) \
                 and any(type(e) is ast.Name and e.id == expr.id for e in value.args[0].elts):
             return expr.id
+    return None
+
+
+_FACTORIES = frozenset(f"torch.{name}" for name in ("randn", "rand", "zeros", "ones", "empty", "full", "randint", "arange"))
+
+
+def _sized_per_iteration(facts, expr, loops) -> str | None:
+    """``torch.randn(n, n, device="cuda")`` made in the call, with a size the loop changes (``for n in (16, 24,
+    32)``): a new shape on each call."""
+    if type(expr) is not ast.Call or facts.qual(expr.func) not in _FACTORIES:
+        return None
+    for arg in expr.args:
+        for name in (n for n in ast.walk(arg) if type(n) is ast.Name):
+            if any(s.name == name.id and _in_loops(s.node.lineno, loops) and near.python_number_binding(s, facts)
+                   for s in facts.stores):
+                return name.id
     return None
 
 

@@ -211,13 +211,21 @@ def capture_on_default_stream(region, ctx):
         stream = next((kw.value for kw in region.node.keywords if kw.arg == "stream"), None)
         if type(stream) is ast.Call and type(stream.func) is ast.Attribute and stream.func.attr == "default_stream":
             yield found(stream, what=text_of(region.graph_expr), how="`stream=` names the default stream")
-        elif type(stream) is ast.Call and type(stream.func) is ast.Attribute and stream.func.attr == "current_stream" \
-                and (_on_default_stream(region, ctx) or _no_side_stream_in_view(region, ctx)):
+        elif _current_stream(stream, region, ctx) and (_on_default_stream(region, ctx) or _no_side_stream_in_view(region, ctx)):
             yield found(stream, what=text_of(region.graph_expr),
                         how="`stream=current_stream()` with no side stream set is the default stream")
         return
     if region.kind == "capture_begin" and _on_default_stream(region, ctx):
         yield found(region.node, what=text_of(region.graph_expr), how="`capture_begin()` with no side stream around it")
+
+
+def _current_stream(stream, region, ctx) -> bool:
+    """``torch.cuda.current_stream()``, or a name the function bound to it just before."""
+    if type(stream) is ast.Name and region.scope is not None:
+        bound = [s for s in facts_of(ctx.project, region.scope).stores
+                 if s.name == stream.id and s.node.lineno < region.stmt.lineno and type(s.node) is ast.Assign]
+        stream = bound[-1].node.value if bound else None
+    return type(stream) is ast.Call and type(stream.func) is ast.Attribute and stream.func.attr == "current_stream"
 
 
 def _no_side_stream_in_view(region, ctx) -> bool:
