@@ -1017,6 +1017,14 @@ def _loop_runs(facts, loop, targets: set, ctx) -> bool:
     return False
 
 
+def number_loop_target(store) -> bool:
+    """``for n in (16, 24, 32)``: the loop variable takes the written numbers."""
+    node = store.node
+    it = getattr(node, "iter", None)
+    return store.loop_target and type(it) in (ast.Tuple, ast.List) and type(node.target) is ast.Name \
+        and bool(it.elts) and all(_number_expr(e) for e in it.elts)
+
+
 def python_number_binding(store, facts=None) -> bool:
     """A binding that evidence says holds a Python number: a literal or arithmetic, a counter, the
     index of ``range``/``enumerate``. Calls are unknown, and are not guessed at."""
@@ -1030,8 +1038,6 @@ def python_number_binding(store, facts=None) -> bool:
             it = getattr(bound[-1].node, "value", None) if bound else None
         if type(it) is ast.Call and type(it.func) is ast.Attribute and it.func.attr == "tolist":
             return type(node.target) is ast.Name  # ``for t in ts.tolist()``: Python numbers
-        if type(it) in (ast.Tuple, ast.List):  # ``for n in (16, 24, 32)``
-            return type(node.target) is ast.Name and bool(it.elts) and all(_number_expr(e) for e in it.elts)
         if type(it) is not ast.Call or type(it.func) is not ast.Name:
             return False
         if it.func.id == "range":
@@ -1527,7 +1533,7 @@ def _text(node) -> str | None:
 
 __all__ = [
     "Around", "Change", "Invocation", "Read", "around", "changes_between", "compiled_names", "group_key", "group_owner", "iterates_param_groups",
-    "bound_from", "global_entry", "initial_literal", "instance_class", "invocations", "kept_in", "returned_positions", "replay_sites", "kind_before", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
+    "bound_from", "global_entry", "initial_literal", "instance_class", "invocations", "kept_in", "returned_positions", "replay_sites", "kind_before", "number_loop_target", "optimizer_steps", "python_number_binding", "reads_in_region", "related",
     "assigns_attribute", "configured_here", "lines_after_capture", "only_class_setting", "replay_loops", "scalar_literal", "tensor_lr",
 ]
 

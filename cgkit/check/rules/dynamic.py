@@ -463,8 +463,8 @@ def _sized_per_iteration(facts, expr, loops) -> str | None:
         return None
     for arg in expr.args:
         for name in (n for n in ast.walk(arg) if type(n) is ast.Name):
-            if any(s.name == name.id and _in_loops(s.node.lineno, loops) and near.python_number_binding(s, facts)
-                   for s in facts.stores):
+            if any(s.name == name.id and _in_loops(s.node.lineno, loops)
+                   and (near.python_number_binding(s, facts) or near.number_loop_target(s)) for s in facts.stores):
                 return name.id
     return None
 
