@@ -556,7 +556,13 @@ def _below_capture_calls(facts, region) -> int | None:
         return 0
     if any(lp.lineno <= call.lineno <= lp.end_lineno for call in calls for lp in facts.loops):
         return None
+    if type(facts.fref.node) is not ast.Module and all(_under_if(facts.fref.node, call) for call in calls):
+        return 0  # ``if key not in GRAPHS: _capture(h, w)`` then replay: every later call runs all of it
     return max(call.end_lineno for call in calls)
+
+
+def _under_if(fn, call) -> bool:
+    return any(type(n) is ast.If and n.lineno < call.lineno <= n.end_lineno for n in ast.walk(fn))
 
 
 def _first_use(facts, region, after: int) -> int:

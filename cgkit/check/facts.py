@@ -368,7 +368,7 @@ class Facts:
             if isinstance(target, ClassIndex):
                 return ("inst", target)
             if isinstance(target, FuncRef):
-                return _returns_kind(target.node, self.module, q)
+                return _returns_kind(target.node, self.module, q, self.project)
             if type(func) is ast.Call:  # torch.compile(...)(fn)
                 inner = self.qual(func.func)
                 if inner == "torch.compile":
@@ -1107,13 +1107,33 @@ def _decorator_name(node) -> str | None:
     return parts[-1] if parts else None
 
 
-def _returns_kind(fn, module: ModuleIndex, qual: str):
+def _returns_kind(fn, module: ModuleIndex, qual: str, project: Project):
     ann = getattr(fn, "returns", None)
     if ann is not None and _is_tensor_annotation(ann):
         return TENSOR
     returns = [n.value for n in ast.walk(fn) if type(n) is ast.Return and n.value is not None]
     if returns and all(_makes_tensor(value) for value in returns):
         return TENSOR  # ``return torch.cat([...])``: every return builds a tensor with a torch function
+    return _lazy_singleton(fn, module, returns, project)
+
+
+def _lazy_singleton(fn, module: ModuleIndex, returns: list, project: Project):
+    """``global _MODEL; if _MODEL is None: _MODEL = TinyESR().cuda().eval(); return _MODEL``: a module of the
+    file's class the function builds once and hands out (a model; a cache or a registry built so is left
+    alone: its bookkeeping at capture is by design)."""
+    if len(returns) != 1 or type(returns[0]) is not ast.Name:
+        return None
+    name = returns[0].id
+    if not any(type(n) is ast.Global and name in n.names for n in ast.walk(fn)):
+        return None
+    for node in ast.walk(fn):
+        if type(node) is ast.Assign and any(type(t) is ast.Name and t.id == name for t in node.targets):
+            value = node.value
+            while type(value) is ast.Call and type(value.func) is ast.Attribute:  # ``.cuda().eval().half()``
+                value = value.func.value
+            cls = module.classes.get(value.func.id) if type(value) is ast.Call and type(value.func) is ast.Name else None
+            if cls is not None and cls.is_module(project):
+                return ("inst", cls)
     return None
 
 

@@ -5590,3 +5590,100 @@ def test_a_tensor_made_in_the_call_with_a_size_the_loop_changes_changes_shape():
         for _ in range(3):
             out = my_model(torch.randn(16, 16, device="cuda"))
     """, select=["CG206"]) == [(8, "CG206")]
+
+
+def test_a_model_built_once_by_a_lazy_singleton_getter_is_followed_into_a_capture():
+    # ``global _MODEL; if _MODEL is None: _MODEL = Net().cuda().eval(); return _MODEL``
+    assert _codes("""
+        import torch
+        from torch import nn
+
+        _MODEL = None
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 8)
+
+            def forward(self, x):
+                return self.fc(x) * x.abs().max().item()
+
+        def _get_model():
+            global _MODEL
+            if _MODEL is None:
+                _MODEL = Net().cuda().eval()
+            return _MODEL
+
+        def capture(x):
+            model = _get_model()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = model(x)
+            return g, y
+    """, select=["CG101"]) == [(12, "CG101")]
+
+
+def test_a_settings_entry_an_uncalled_replaying_method_sets_from_its_argument_changes_between_replays():
+    # a UI node's ``upscale(self, image, sharpen)``: ``SETTINGS["sharpen"] = sharpen``, then a lazy capture and a replay
+    assert _codes("""
+        import torch
+
+        SETTINGS = {"sharpen": 0.35}
+        GRAPHS = {}
+
+        def _capture(model, h, w):
+            static_in = torch.zeros(1, 3, h, w, device="cuda")
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                model(static_in)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                static_out = model(static_in) * SETTINGS["sharpen"]
+            return g, static_in, static_out
+
+        class Upscale:
+            def upscale(self, model, image, sharpen):
+                SETTINGS["sharpen"] = sharpen
+                key = tuple(image.shape[-2:])
+                if key not in GRAPHS:
+                    GRAPHS[key] = _capture(model, *key)
+                g, static_in, static_out = GRAPHS[key]
+                outs = []
+                for frame in image:
+                    static_in.copy_(frame)
+                    g.replay()
+                    outs.append(static_out.clone())
+                return outs
+    """, select=["CG404"]) == [(15, "CG404")]
+
+
+def test_a_cache_object_built_by_a_lazy_getter_is_not_followed_into_a_capture():
+    # Megatron-LM's ``get_global_GTP_cache()`` pattern: a cache's bookkeeping at capture is by design
+    assert _codes("""
+        import torch
+
+        _CACHE = None
+
+        class BufferCache:
+            def __init__(self):
+                self.total_bytes = 0
+
+            def get(self, n):
+                self.total_bytes += n
+                return torch.empty(n, device="cuda")
+
+        def get_cache():
+            global _CACHE
+            if _CACHE is None:
+                _CACHE = BufferCache()
+            return _CACHE
+
+        def capture(x):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                buf = get_cache().get(16)
+                y = x * 2
+            return g, y
+    """, select=["CG402"]) == []
