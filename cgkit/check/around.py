@@ -482,7 +482,7 @@ def _runtime_setters(region, ctx, out: dict) -> None:
             last_call[key] = max(last_call.get(key, 0), max(hi for _lo, hi in inv.loops))
     for fref in functions_of(region.module):
         text = source_of(fref)
-        if not assigns_attribute(text, attrs) and not any(f"{name}[" in text for name in dicts) and \
+        if not assigns_attribute(text, attrs) and not any(f"{name}[" in text or f"{name}.update(" in text for name in dicts) and \
                 not (steps and "param_groups" in text) and not any(f".{name}[" in text for name in held_dicts):
             continue
         after = lines_after_capture(fref, region, ctx)
@@ -507,6 +507,13 @@ def _runtime_setters(region, ctx, out: dict) -> None:
                 out.setdefault(("self_item", *written), []).append(
                     Change(facts.module, stmt, facts.cls if _on_self(facts, target) else None,
                            literal=_literal_store(facts, stmt)))
+        for c in facts.calls:  # ``WORLD.update(seed=seed, octaves=octaves)`` in a UI callback: every entry read may change
+            owner = c.node.func.value if c.meth == "update" else None
+            if type(owner) is ast.Name and owner.id in dicts and owner.id not in facts.params \
+                    and not any(st.name == owner.id for st in facts.stores) and runs_between(c.node.lineno):
+                for key in entries:
+                    if key[2] == owner.id:
+                        out.setdefault(key, []).append(Change(facts.module, c.node))
         for owner, attr, stmt in [*facts.attr_stores, *facts.held_stores, *((None, st.attr, st.stmt) for st in facts.self_stores)]:
             if attr in held_dicts and runs_between(stmt.lineno) and _settings_dict(facts, getattr(stmt, "value", None)):
                 # ``worker.cfg = json.load(open(path))``: every entry may change

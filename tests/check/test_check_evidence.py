@@ -5687,3 +5687,26 @@ def test_a_cache_object_built_by_a_lazy_getter_is_not_followed_into_a_capture():
                 y = x * 2
             return g, y
     """, select=["CG402"]) == []
+
+
+def test_a_settings_dict_a_callback_updates_changes_the_entries_a_compiled_function_reads():
+    # an engine plugin's ``def on_settings(seed, octaves): WORLD.update(...)`` runs between calls
+    assert _codes("""
+        import torch
+
+        WORLD = {"octaves": 4, "roughness": 0.5}
+
+        @torch.compile(mode="reduce-overhead")
+        def terrain(noise):
+            h, amp = torch.zeros_like(noise), 1.0
+            for _ in range(WORLD["octaves"]):
+                h = h + amp * noise
+                amp *= 0.5
+            return h
+
+        def on_settings(octaves, roughness):
+            WORLD.update(octaves=octaves, roughness=roughness)
+
+        def generate(noise):
+            return terrain(noise).clone()
+    """, select=["CG404"]) == [(8, "CG404")]
