@@ -5710,3 +5710,22 @@ def test_a_settings_dict_a_callback_updates_changes_the_entries_a_compiled_funct
         def generate(noise):
             return terrain(noise).clone()
     """, select=["CG404"]) == [(8, "CG404")]
+
+
+def test_a_compiled_output_kept_in_a_list_inside_a_module_level_dict_outlives_the_call():
+    assert _codes("""
+        import torch
+
+        UI = {"frames": []}
+
+        @torch.compile(mode="reduce-overhead")
+        def gen(z):
+            return torch.tanh(z @ z.T)
+
+        def show(z, record=False):
+            img = gen(z)
+            if record:
+                UI["frames"].append(img)
+                UI["frames"].append(img.clone())
+            return img.cpu()
+    """, select=["CG407"]) == [(12, "CG407")]

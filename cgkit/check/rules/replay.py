@@ -2013,12 +2013,14 @@ def _outliving_container(facts, stmt) -> str | None:
     call = getattr(stmt, "value", None)
     if type(call) is not ast.Call or type(call.func) is not ast.Attribute or call.func.attr not in ("append", "extend", "insert"):
         return None
-    holder = call.func.value
+    whole = holder = call.func.value
+    while type(holder) is ast.Subscript:  # ``UI["frames"].append(img)``: a list kept in a dict that outlives it
+        holder = holder.value
     if type(holder) is ast.Attribute and type(holder.value) is ast.Name and holder.value.id == facts.self_name:
-        return text_of(holder)
+        return text_of(whole)
     if type(holder) is ast.Name and type(facts.fref.node) is not ast.Module \
             and not any(s.name == holder.id for s in facts.stores):
-        return holder.id  # a module-level list or one passed in: it outlives the function
+        return text_of(whole)  # a module-level list or one passed in: it outlives the function
     return None
 
 
