@@ -108,6 +108,10 @@ def _method_targets(facts, value, attr: str, recv, qual) -> list[FuncRef]:
         if isinstance(function, ClassIndex) and function.is_autograd_function(project):
             forward = function.find_method("forward", project)
             return [forward] if forward is not None else []
+    stored = facts.stored_on(value.id, attr, value.lineno) \
+        if type(value) is ast.Name and value.id != facts.self_name and hasattr(value, "lineno") else None
+    if stored is not None and facts.infer(stored) is not None:  # ``st.net = Net()`` above, then ``st.net(x)``
+        return kind_targets(facts.infer(stored), facts, project)
     owner = recv if qual is None else None
     if owner is None and qual is None:
         owner = facts.infer(value)

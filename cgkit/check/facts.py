@@ -350,6 +350,14 @@ class Facts:
             return self.infer(e.value, _depth + 1)
         return None
 
+    def stored_on(self, owner: str, attr: str, line: int):
+        """The value this function last put in ``owner.attr`` (``st.net = Net()``) above ``line``, or None."""
+        for name, stored_attr, stmt in reversed(self.attr_stores):
+            if stored_attr == attr and name.id == owner and stmt.lineno < line and type(stmt) is ast.Assign \
+                    and len(stmt.targets) == 1 and type(stmt.targets[0]) is ast.Attribute:
+                return stmt.value
+        return None
+
     def _infer_call(self, e: ast.Call, depth: int):
         func = e.func
         q = self.qual(func)

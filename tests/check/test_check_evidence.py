@@ -5729,3 +5729,33 @@ def test_a_compiled_output_kept_in_a_list_inside_a_module_level_dict_outlives_th
                 UI["frames"].append(img.clone())
             return img.cpu()
     """, select=["CG407"]) == [(12, "CG407")]
+
+
+def test_a_model_put_on_a_namespace_object_above_the_capture_is_followed():
+    # ``st = _GraphState`` ... ``st.net = Net().cuda()`` then ``st.net(st.static_in)`` captured
+    assert _codes("""
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 8)
+
+            def forward(self, x):
+                return self.fc(x) * x.abs().max().item()
+
+        class _GraphState:
+            net = None
+            graph = None
+
+        def ensure_graph():
+            st = _GraphState
+            if st.net is None:
+                st.net = Net().cuda().eval()
+            st.static_in = torch.zeros(4, 8, device="cuda")
+            st.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(st.graph):
+                st.static_out = st.net(st.static_in)
+            return st
+    """, select=["CG101"]) == [(10, "CG101")]
