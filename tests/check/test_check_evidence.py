@@ -5759,3 +5759,34 @@ def test_a_model_put_on_a_namespace_object_above_the_capture_is_followed():
                 st.static_out = st.net(st.static_in)
             return st
     """, select=["CG101"]) == [(10, "CG101")]
+
+
+def test_a_graph_output_kept_in_a_global_and_appended_by_the_replaying_callback_is_overwritten():
+    assert _codes("""
+        import torch
+
+        model = torch.nn.Linear(8, 8).cuda()
+        static_in = torch.zeros(4, 8, device="cuda")
+        graph = None
+        history = []
+
+        def _capture():
+            global graph, static_out
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                model(static_in)
+            torch.cuda.current_stream().wait_stream(s)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_out = model(static_in)
+
+        def stylize(x, keep):
+            if graph is None:
+                _capture()
+            static_in.copy_(x)
+            graph.replay()
+            if keep:
+                history.append(static_out)
+            return static_out.clone()
+    """, select=["CG407"]) == [(25, "CG407")]

@@ -1591,7 +1591,7 @@ def output_kept_elsewhere(region, ctx):
             bound = _bound_names(facts, call)
             sites = [(fref, c.node) for c in facts.calls if type(c.node.func) is ast.Name and c.node.func.id in bound]
             yield from _kept_by_callers(facts_of(ctx.project, closure), ctx, sites)
-    attrs = _outputs_on_self(region, ctx, around, outputs)
+    attrs = _outputs_on_self(region, ctx, around, outputs) | _outputs_in_globals(region, outputs)
     if attrs:
         for facts, loops in near.replay_sites(region, ctx):
             views = _views_of(facts, attrs)
@@ -1700,6 +1700,15 @@ def _instance_calls(call_method, ctx):
                 kind = facts.infer(c.node.func) if c.meth is None or c.meth != "__call__" else None
                 if type(kind) is tuple and kind[0] == "inst" and kind[1] is cls:
                     yield fref, c.node
+
+
+def _outputs_in_globals(region, outputs: set[str]) -> set[str]:
+    """``global graph, static_out`` in the capturing function: the outputs the script's other functions read."""
+    node = region.scope.node if region.scope is not None else None
+    if node is None or type(node) is ast.Module:
+        return set()
+    declared = {name for n in ast.walk(node) if type(n) is ast.Global for name in n.names}
+    return outputs & declared
 
 
 def _outputs_on_self(region, ctx, around, outputs: set[str]) -> set[str]:
