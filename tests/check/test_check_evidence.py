@@ -5790,3 +5790,25 @@ def test_a_graph_output_kept_in_a_global_and_appended_by_the_replaying_callback_
                 history.append(static_out)
             return static_out.clone()
     """, select=["CG407"]) == [(25, "CG407")]
+
+
+def test_a_learning_rate_helper_handed_the_optimizer_in_the_loop_of_a_compiled_step_changes_its_groups():
+    # MAE/DeiT's ``adjust_learning_rate(optimizer, epoch)`` called before each compiled ``opt_step()``
+    assert _codes("""
+        import torch
+
+        def adjust_learning_rate(optimizer, epoch):
+            lr = 1e-3 * min(1.0, epoch / 5)
+            for param_group in optimizer.param_groups:
+                param_group["lr"] = lr
+
+        def train(model, loader, epochs):
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            opt_step = torch.compile(optimizer.step, mode="reduce-overhead")
+            for epoch in range(epochs):
+                for x in loader:
+                    adjust_learning_rate(optimizer, epoch)
+                    model(x).sum().backward()
+                    opt_step()
+                    optimizer.zero_grad()
+    """, select=["CG404"]) == [(6, "CG404")]

@@ -784,9 +784,24 @@ def _group_changes(region, ctx, owner: str, tensor_lr: bool, stepping: set):
                 continue
             in_loop = any(lp.lineno <= stmt.lineno <= lp.end_lineno and not near.iterates_param_groups(lp)
                           for lp in facts.loops)
-            if (in_loop or fref.key in stepping) and not _overwritten_before_next_step(facts, stmt, target_node, region, ctx):
+            if (in_loop or fref.key in stepping or _called_where_steps_repeat(fref, region, ctx, owner)) \
+                    and not _overwritten_before_next_step(facts, stmt, target_node, region, ctx):
                 yield found(stmt, module=facts.module, what=f'{owner}.param_groups[...]["{key}"]',
                             detail=_COMPILED_STEP_DETAIL.format(owner=owner, line=region.line, key=key))
+
+
+def _called_where_steps_repeat(fref, region, ctx, owner: str) -> bool:
+    """A helper handed the optimizer (``adjust_learning_rate(optimizer, epoch)``) called in the loop that
+    runs the compiled step."""
+    if type(fref.node) is ast.Module:
+        return False
+    for caller, call in callers.call_sites(ctx.project, fref.name, fref):
+        if not any(text_of(a) == owner for a in [*call.args, *(kw.value for kw in call.keywords)]):
+            continue
+        for inv in near.invocations(region, ctx):
+            if inv.facts.fref.key == caller.key and any(lo <= call.lineno <= hi for lo, hi in inv.loops):
+                return True
+    return False
 
 
 def _overwritten_before_next_step(facts, stmt, target, region, ctx) -> bool:
