@@ -5812,3 +5812,26 @@ def test_a_learning_rate_helper_handed_the_optimizer_in_the_loop_of_a_compiled_s
                     opt_step()
                     optimizer.zero_grad()
     """, select=["CG404"]) == [(6, "CG404")]
+
+
+def test_a_setter_method_changing_the_groups_of_an_optimizer_whose_step_the_class_compiles():
+    assert _codes("""
+        import torch
+
+        class Trainer:
+            def __init__(self, model, lr=1e-4):
+                self.model = model
+                self.opt = torch.optim.AdamW(model.parameters(), lr=lr)
+                self.opt_step = torch.compile(self.opt.step, mode="max-autotune")
+                for g in self.opt.param_groups:
+                    g["weight_decay"] = 0.01
+
+            def set_lr(self, lr):
+                for g in self.opt.param_groups:
+                    g["lr"] = lr
+
+            def train_step(self, x):
+                self.model(x).sum().backward()
+                self.opt_step()
+                self.opt.zero_grad(set_to_none=True)
+    """, select=["CG404"]) == [(13, "CG404")]

@@ -784,10 +784,19 @@ def _group_changes(region, ctx, owner: str, tensor_lr: bool, stepping: set):
                 continue
             in_loop = any(lp.lineno <= stmt.lineno <= lp.end_lineno and not near.iterates_param_groups(lp)
                           for lp in facts.loops)
-            if (in_loop or fref.key in stepping or _called_where_steps_repeat(fref, region, ctx, owner)) \
+            if (in_loop or fref.key in stepping or _called_where_steps_repeat(fref, region, ctx, owner)
+                    or _setter_at_run_time(fref, stmt, region, ctx)) \
                     and not _overwritten_before_next_step(facts, stmt, target_node, region, ctx):
                 yield found(stmt, module=facts.module, what=f'{owner}.param_groups[...]["{key}"]',
                             detail=_COMPILED_STEP_DETAIL.format(owner=owner, line=region.line, key=key))
+
+
+def _setter_at_run_time(fref, stmt, region, ctx) -> bool:
+    """A method of the class that compiles the step, run while it is in use (``def set_lr(self, lr)``)."""
+    if fref.cls is None or region.scope is None or fref.cls is not region.scope.cls:
+        return False
+    after = near.lines_after_capture(fref, region, ctx)
+    return after is not None and stmt.lineno > after
 
 
 def _called_where_steps_repeat(fref, region, ctx, owner: str) -> bool:
