@@ -848,9 +848,9 @@ def _compute_replay_sites(region, ctx) -> list:
                 around_it = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= line <= lp.end_lineno]
                 if around_it:
                     loops.extend(around_it)
-                elif type(node) is not ast.Module and fref.cls is not None and _lazy_capture(node, region) is not None:
-                    guard = _lazy_capture(node, region)  # ``if self.graph is None: capture`` then replay, per call:
-                    loops += [(node.lineno, guard.lineno - 1), (guard.end_lineno + 1, node.end_lineno)]  # all but the if
+                elif fref.cls is not None and (guard := _lazy_capture(node, region)) is not None:
+                    # ``if self.graph is None: capture`` then replay, on every call: all of it but that ``if``
+                    loops += [(node.lineno, guard.lineno - 1), (guard.end_lineno + 1, node.end_lineno)]
                 elif type(node) is ast.Module or (region.scope is not None and fref.key == region.scope.key):
                     loops.append((line, getattr(node, "end_lineno", line)))  # one replay: what follows it
                 else:  # a method that replays once per call (a runner's run()): all of it runs between replays
@@ -861,10 +861,10 @@ def _compute_replay_sites(region, ctx) -> list:
 
 
 def _lazy_capture(method, region):
-    """The ``if`` of a method that holds the region's capture (``if self.graph is None:``), or None."""
+    """The outermost ``if`` of a method whose body holds the region's capture (``if self.graph is None:``), or None."""
+    line = region.stmt.lineno
     for node in ast.walk(method):
-        if type(node) is ast.If and node.lineno < region.stmt.lineno <= node.end_lineno \
-                and not any(region.stmt.lineno >= s.lineno and region.stmt.lineno <= s.end_lineno for s in node.orelse):
+        if type(node) is ast.If and node.body[0].lineno <= line <= node.body[-1].end_lineno:
             return node
     return None
 
@@ -1067,22 +1067,21 @@ def python_number_binding(store, facts=None) -> bool:
         return True
     if type(value) is ast.Subscript and facts is not None:  # ``gamma = schedule[i]`` over a tuple of numbers
         return _numbers_literal(_binding_of(facts, value.value, node.lineno))
-    return _number_expr(value, _counters(facts) if facts is not None else frozenset())
+    return _number_expr(value, facts)
 
 
-def _counters(facts) -> frozenset:
-    """``self.<attr>`` the class counts up by a number (``self.global_iter += 1``): a Python number."""
-    if facts.cls is None or not facts.self_name:
-        return frozenset()
-    out = set()
+def _counted_up(facts, attr: ast.Attribute) -> bool:
+    """``self.<attr>`` that the class counts up by a number (``self.global_iter += 1``): a Python number."""
+    if facts is None or facts.cls is None or type(attr.value) is not ast.Name or attr.value.id != facts.self_name:
+        return False
     for method in facts.cls.methods.values():
         own = method.args.args[0].arg if method.args.args else None
         for node in ast.walk(method):
-            if type(node) is ast.AugAssign and type(node.target) is ast.Attribute and type(node.target.value) is ast.Name \
-                    and node.target.value.id == own and type(node.value) is ast.Constant \
-                    and type(node.value.value) in (int, float):
-                out.add(f"{facts.self_name}.{node.target.attr}")
-    return frozenset(out)
+            if type(node) is ast.AugAssign and type(node.target) is ast.Attribute and node.target.attr == attr.attr \
+                    and type(node.target.value) is ast.Name and node.target.value.id == own \
+                    and type(node.value) is ast.Constant and type(node.value.value) in (int, float):
+                return True
+    return False
 
 
 def _binding_of(facts, expr, line: int):
@@ -1106,24 +1105,24 @@ def _numbers_literal(value) -> bool:
     return type(value) in (ast.Tuple, ast.List) and bool(value.elts) and all(_number_expr(e) for e in value.elts)
 
 
-def _number_expr(value, counters: frozenset = frozenset()) -> bool:
+def _number_expr(value, facts=None) -> bool:
     """A literal number (or bool), or arithmetic with one: ``0.1``, ``lr * 0.9``, ``-1``, ``1 / (step + 1)``;
-    ``counters`` are attributes known to hold numbers (``self.global_iter``)."""
+    with ``facts``, also an attribute its class counts up (``self.global_iter``)."""
     t = type(value)
     if t is ast.Constant:
         return isinstance(value.value, (int, float, complex)) and value.value is not None
     if t is ast.Attribute:
-        return type(value.value) is ast.Name and f"{value.value.id}.{value.attr}" in counters
+        return _counted_up(facts, value)
     if t is ast.UnaryOp:
-        return _number_expr(value.operand, counters)
+        return _number_expr(value.operand, facts)
     if t is ast.BinOp:  # arithmetic with a number in it (a tensor operand would have made the store a tensor)
-        return _number_expr(value.left, counters) or _number_expr(value.right, counters)
+        return _number_expr(value.left, facts) or _number_expr(value.right, facts)
     if t is ast.IfExp:
-        return _number_expr(value.body, counters) and _number_expr(value.orelse, counters)
+        return _number_expr(value.body, facts) and _number_expr(value.orelse, facts)
     if t is ast.Call and type(value.func) is ast.Name and value.func.id in _NUMBER_BUILTINS:
         return True  # ``float(hist.mean())``, ``int(n * ratio)``: a Python number whatever goes in
     if t is ast.Call and type(value.func) is ast.Name and value.func.id in ("max", "min") and not value.keywords:
-        return any(_number_expr(a, counters) for a in value.args)  # ``max(0.0, alpha + 1e-3 * gap)`` (a tensor would use clamp)
+        return any(_number_expr(a, facts) for a in value.args)  # ``max(0.0, alpha + 1e-3 * gap)`` (a tensor would use clamp)
     return False
 
 

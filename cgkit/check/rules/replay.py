@@ -842,8 +842,7 @@ def _changing_arguments(region, ctx):
             continue
         facts, call = inv.facts, inv.call
         params = root.positional_params if root is not None else []
-        pairs = [(params[i] if i < len(params) else None, a) for i, a in enumerate(call.node.args) if type(a) is not ast.Starred]
-        pairs += [(kw.arg, kw.value) for kw in call.node.keywords if kw.arg is not None]
+        pairs = _argument_pairs(call.node, params)
         for param, arg in pairs:
             change = _changing_number(facts, arg, inv.loops)
             if change is None or is_tensor(facts.infer(arg)):
@@ -857,6 +856,12 @@ def _changing_arguments(region, ctx):
                 if (name, node.lineno, owner.fref.key) not in reported:
                     reported.add((name, node.lineno, owner.fref.key))
                     yield found(node, module=owner.module, chain=chain, what=name, detail=detail)
+
+
+def _argument_pairs(call: ast.Call, params: list[str]) -> list:
+    """(parameter, argument) for each argument of a call: positional ones by ``params`` (None past them)."""
+    pairs = [(params[i] if i < len(params) else None, a) for i, a in enumerate(call.args) if type(a) is not ast.Starred]
+    return pairs + [(kw.arg, kw.value) for kw in call.keywords if kw.arg is not None]
 
 
 def _changing_arguments_of_decorated(region, ctx):
@@ -875,9 +880,7 @@ def _changing_arguments_of_decorated(region, ctx):
             loops = [(lp.lineno, lp.end_lineno) for lp in facts.loops if lp.lineno <= call.lineno <= lp.end_lineno]
             if not loops:
                 continue
-            pairs = [(params[i] if i < len(params) else None, a) for i, a in enumerate(call.args) if type(a) is not ast.Starred]
-            pairs += [(kw.arg, kw.value) for kw in call.keywords if kw.arg is not None]
-            for param, arg in pairs:
+            for param, arg in _argument_pairs(call, params):
                 change = _changing_number(facts, arg, loops) if param else None
                 if change is None or is_tensor(facts.infer(arg)):
                     continue
@@ -1612,7 +1615,7 @@ def output_kept_elsewhere(region, ctx):
     if closure is not None:  # ``head_fn = capture_graph(head, h)`` returns ``def replay(*a): ...; return static_out``
         for fref, call in callers.call_sites(ctx.project, region.scope.name, region.scope):
             facts = facts_of(ctx.project, fref)
-            bound = _bound_names(facts, call)
+            bound = near.bound_from(facts, call, {None: closure.name})  # ``head_fn = capture_graph(...)``
             sites = [(fref, c.node) for c in facts.calls if type(c.node.func) is ast.Name and c.node.func.id in bound]
             yield from _kept_by_callers(facts_of(ctx.project, closure), ctx, sites)
     attrs = _outputs_on_self(region, ctx, around, outputs) | _outputs_in_globals(region, outputs)
@@ -1642,12 +1645,6 @@ def _replaying_closure(region, outputs: set[str]):
                 type(r) is ast.Return and type(r.value) is ast.Name and r.value.id in outputs for r in ast.walk(inner)):
             return FuncRef(region.scope.module, inner, None, inner.name)
     return None
-
-
-def _bound_names(facts, call) -> set[str]:
-    """``name = call``: the plain names bound to the call's result."""
-    return {t.id for stmt in ast.walk(facts.fref.node) if type(stmt) is ast.Assign and stmt.value is call
-            for t in stmt.targets if type(t) is ast.Name}
 
 
 def _returns_output_name(region, ctx, outputs: set[str]) -> bool:
@@ -1721,7 +1718,7 @@ def _instance_calls(call_method, ctx):
         for fref in callers.functions_of(module):
             facts = facts_of(ctx.project, fref)
             for c in facts.calls:
-                kind = facts.infer(c.node.func) if c.meth is None or c.meth != "__call__" else None
+                kind = facts.infer(c.node.func)
                 if type(kind) is tuple and kind[0] == "inst" and kind[1] is cls:
                     yield fref, c.node
 

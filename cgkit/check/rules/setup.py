@@ -377,17 +377,7 @@ def graphed_callable_keywords(region, ctx):
     # The graphing function, then the callers it returns the callables to (and theirs, three deep).
     todo, seen = [(sf, graphed, region.stmt.end_lineno, 0)], set()
     todo += _script_functions(region, graphed, project)
-    walked, receivers_added = set(), False
-    while todo or not receivers_added:
-        if not todo:  # then the file's uncalled functions that take them under the same name
-            todo, receivers_added = _same_name_receivers(region.module, walked, seen, project), True
-            continue
-        facts, names, after, depth = todo.pop()
-        if not names or (facts.fref.key, after) in seen:
-            continue
-        seen.add((facts.fref.key, after))
-        names = _graphed_aliases(facts, names, facts.self_name, sf.self_name)  # ``for layer in layers``, ``g[1:-1]``
-        walked |= {n for n in names if n.isidentifier()}
+    for facts, names, after, depth in _graphed_visits(region, sf, todo, seen, project):
         yield from _keyword_calls(facts, names, after, project, passed_on=True)
         fn = facts.fref.node
         if depth >= 3 or type(fn) is ast.Module:
@@ -403,6 +393,27 @@ def graphed_callable_keywords(region, ctx):
             todo.append((cf, names, call.lineno, depth + 1))
     yield from _keyword_calls_on_self(region, sf, project)
     yield from _keyword_calls_in_owner(region, sf, project)
+
+
+def _graphed_visits(region, sf, todo: list, seen: set, project):
+    """The functions to look at for calls of graphed callables, as (facts, names, after, depth): those in
+    ``todo`` (which the caller may extend while iterating), each once, with the names the callables go by
+    there (``for layer in layers``, ``g[1:-1]``); then the file's uncalled functions that take them under
+    one of those names."""
+    walked: set = set()
+    receivers_added = False
+    while todo or not receivers_added:
+        if not todo:
+            todo.extend(_same_name_receivers(region.module, walked, seen, project))
+            receivers_added = True
+            continue
+        facts, names, after, depth = todo.pop()
+        if not names or (facts.fref.key, after) in seen:
+            continue
+        seen.add((facts.fref.key, after))
+        names = _graphed_aliases(facts, names, facts.self_name, sf.self_name)
+        walked |= {n for n in names if n.isidentifier()}
+        yield facts, names, after, depth
 
 
 def _same_name_receivers(module, names: set, seen: set, project) -> list:
@@ -642,17 +653,8 @@ def weight_caching_without_first_microbatch(region, ctx):
             if node is not region.scope.node and attrs:
                 todo.append((facts_of(project, FuncRef(sf.cls.module, node, sf.cls, name)), attrs, 0, 3))
     todo += _script_functions(region, graphed, project)
-    reported, walked, receivers_added = set(), set(), False
-    while todo or not receivers_added:
-        if not todo:  # then the file's uncalled functions that take them under the same name
-            todo, receivers_added = _same_name_receivers(region.module, walked, seen, project), True
-            continue
-        facts, names, after, depth = todo.pop()
-        if not names or (facts.fref.key, after) in seen:
-            continue
-        seen.add((facts.fref.key, after))
-        names = _graphed_aliases(facts, names, facts.self_name, sf.self_name)
-        walked |= {n for n in names if n.isidentifier()}
+    reported = set()
+    for facts, names, after, depth in _graphed_visits(region, sf, todo, seen, project):
         if not any(c.meth in ("eval",) or (c.meth == "train" and c.node.args and is_false(c.node.args[0]))
                    for c in facts.calls):  # after ``.eval()`` a graphed module runs its own forward
             for c in facts.calls:
