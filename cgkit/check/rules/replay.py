@@ -1530,8 +1530,11 @@ def _iterates_parameters(facts, name: str, models: set[str] | None = None) -> bo
         "container inside a loop that replays the graph, and, for `torch.compile` with CUDA graphs, "
         "outputs of a compiled call that are kept (in a list, a container, an attribute or a variable "
         "read again, or fed back as the next call's input: `x = step(x, u)` in a loop) past the next call "
-        "of a compiled function. Keeping the static outputs of a "
-        "manual graph on its runner object once, the usual pattern, is not reported.",
+        "of a compiled function. Outputs handed out by the code that replays are followed to where they are kept: "
+        "a runner's method or a wrapper's `__call__`, the replay closure a capture helper returns, an output the "
+        "capturing function makes `global`. Keeping the static outputs of a "
+        "manual graph on its runner object once, the usual pattern, is not reported, nor are outputs of calls "
+        "made with CPU tensors only (no CUDA graph is recorded for them).",
         why="A graph writes its outputs to the same memory on every replay. Keeping a reference to "
         "an output and replaying again overwrites the kept value: a list of per-step results ends up "
         "holding the last step's values many times. CUDA graph trees (`mode=\"reduce-overhead\"`) "
