@@ -213,10 +213,13 @@ def returned_positions(fn, names: set[str]) -> dict:
     """{position in the returned tuple (None: the whole value): name} for the ``names`` a function returns
     (``return g, out``)."""
     out = {}
+    cached = _tuples_cached(fn, names)
     for node in ast.walk(fn):
         if type(node) is ast.Return and node.value is not None:
             value = node.value
-            if type(value) is ast.Tuple:
+            if type(value) is ast.Subscript and _text(_part_of_name(value)) in cached:
+                out.update(cached[_text(_part_of_name(value))])  # ``cache[key] = (g, x, out)`` ... ``return cache[key]``
+            elif type(value) is ast.Tuple:
                 for i, elt in enumerate(value.elts):
                     elt = _part_of_name(elt)  # ``return graphed[0], list(graphed[1:-1]), graphed[-1]``
                     if type(elt) is ast.Name and elt.id in names:
@@ -224,6 +227,20 @@ def returned_positions(fn, names: set[str]) -> dict:
             elif type(_part_of_name(value)) is ast.Name and _part_of_name(value).id in names:  # ``return list(graphed)``
                 out[None] = _part_of_name(value).id
     return out
+
+
+def _tuples_cached(fn, names: set[str]) -> dict:
+    """{container: {position: name}} for the tuples of ``names`` a function keeps in a container entry
+    (``self.graphs[bs] = (g, static_x, static_out)``): what ``return self.graphs[bs]`` hands back."""
+    cached: dict = {}
+    for node in ast.walk(fn):
+        if type(node) is ast.Assign and type(node.value) is ast.Tuple:
+            for target in node.targets:
+                if type(target) is ast.Subscript:
+                    positions = {i: e.id for i, e in enumerate(node.value.elts) if type(e) is ast.Name and e.id in names}
+                    if positions:
+                        cached.setdefault(_text(_part_of_name(target)), {}).update(positions)
+    return cached
 
 
 def _part_of_name(expr):

@@ -5835,3 +5835,31 @@ def test_a_setter_method_changing_the_groups_of_an_optimizer_whose_step_the_clas
                 self.opt_step()
                 self.opt.zero_grad(set_to_none=True)
     """, select=["CG404"]) == [(13, "CG404")]
+
+
+def test_a_graph_output_cached_in_a_tuple_entry_and_appended_in_the_callers_replay_loop_is_overwritten():
+    source = """
+        import torch
+
+        GRAPHS = {}
+
+        def graph_for(model, h):
+            if h not in GRAPHS:
+                x = torch.zeros(1, h, device="cuda")
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    out = model(x)
+                GRAPHS[h] = (g, x, out)
+            return GRAPHS[h]
+
+        def run(model, frames):
+            g, x, out = graph_for(model, frames.shape[-1])
+            kept, copied = [], []
+            for frame in frames:
+                x.copy_(frame)
+                g.replay()
+                kept.append(out)
+                copied.append(out.clone())
+            return kept, copied
+    """
+    assert _codes(source, select=["CG407"]) == [(20, "CG407")]
