@@ -194,6 +194,9 @@ def _containers_of(facts, names: set[str]) -> set[str]:
     for stmt in statements.values():
         if type(stmt) is not ast.Assign:
             continue
+        if any(type(t) is ast.Name and t.id in names for t in stmt.targets):  # ``self.graphs[bs] = g = CUDAGraph()``
+            out |= {_text(_holder(t)) for t in stmt.targets if _holder(t) is not None} - {None}
+            continue
         pairs = [(stmt.targets[0], stmt.value)]
         if type(stmt.targets[0]) is ast.Tuple and type(stmt.value) is ast.Tuple \
                 and len(stmt.targets[0].elts) == len(stmt.value.elts):
@@ -202,11 +205,15 @@ def _containers_of(facts, names: set[str]) -> set[str]:
             held = value.elts if type(value) in (ast.Tuple, ast.List) else [value]  # ``self.io[k] = (static, out)``
             if not any(type(v) is ast.Name and v.id in names for v in held):
                 continue
-            holder = target.value if type(target) is ast.Subscript else target if type(target) is ast.Attribute else None
-            text = _text(holder) if holder is not None else None
+            text = _text(_holder(target)) if _holder(target) is not None else None
             if text:
                 out.add(text)
     return out
+
+
+def _holder(target):
+    """``self.graphs[bs]`` -> ``self.graphs``; ``self.out`` -> itself; a plain name holds nothing."""
+    return target.value if type(target) is ast.Subscript else target if type(target) is ast.Attribute else None
 
 
 def returned_positions(fn, names: set[str]) -> dict:

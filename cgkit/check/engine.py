@@ -97,6 +97,10 @@ class RegionContext:
     def regions_in_scope(self, region) -> list:
         return self._by_scope.get(region.scope.key, []) if region.scope is not None else []
 
+    def captures_in(self, fref) -> bool:
+        """Whether the function holds a manual capture of its own."""
+        return any(r.klass == "manual" for r in self._by_scope.get(fref.key, ()))
+
     def resolve(self, facts, call):
         return calls.resolve_call(facts, call)
 

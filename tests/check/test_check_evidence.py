@@ -5863,3 +5863,55 @@ def test_a_graph_output_cached_in_a_tuple_entry_and_appended_in_the_callers_repl
             return kept, copied
     """
     assert _codes(source, select=["CG407"]) == [(20, "CG407")]
+
+
+_BUCKET_RUNNER = """
+    import torch
+
+    class Runner:
+        def __init__(self, model):
+            self.model = model
+            self.graphs, self.inputs, self.outputs = {}, {}, {}
+            self.tokens = torch.zeros(4, 8, device="cuda")
+
+        def _run(self, bs):
+            return self.model(self.inputs[bs]) + self.tokens[:bs].sum()
+
+        def capture(self):
+            for bs in (1, 2, 4):
+                self.inputs[bs] = torch.zeros(bs, 8, device="cuda")
+                self.graphs[bs] = g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    self.outputs[bs] = self._run(bs)
+
+        def add_bucket(self, bs):
+            self.inputs[bs] = torch.zeros(bs, 8, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                self.outputs[bs] = self._run(bs)
+            self.graphs[bs] = g
+
+        def admit(self, slot, q):
+            self.tokens[slot] = torch.ones(8, device="cuda") * q
+
+        def reset(self, bs):
+            self.inputs[bs] = torch.zeros(bs, 8, device="cuda")
+
+        def infer(self, x):
+            bs = x.shape[0]
+            self.inputs[bs] = x
+            self.graphs[bs].replay()
+            return self.outputs[bs].clone()
+"""
+
+
+def test_an_entry_of_a_container_of_static_inputs_rebound_by_the_replaying_method_or_replaced_by_another():
+    # the graph is kept through a chained assignment; the capture reads the entries in a method it runs
+    found = _codes(_BUCKET_RUNNER, select=["CG405"])
+    assert found == [(30, "CG405"), (34, "CG405")]  # reset() and infer(); not add_bucket (a new capture), not admit
+
+
+def test_writes_into_a_tensor_attribute_are_not_container_entries():
+    source = _BUCKET_RUNNER.replace("self.inputs[bs] = x", "self.inputs[bs].copy_(x)").replace(
+        "self.inputs[bs] = torch.zeros(bs, 8, device=\"cuda\")\n\n", "pass\n\n")
+    assert _codes(source, select=["CG405"]) == []

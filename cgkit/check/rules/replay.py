@@ -1091,11 +1091,7 @@ def rebound_runner_input(region, ctx):
         return
     sf = around.facts
     inputs = _runner_inputs(region, ctx, around)
-    # Containers the capture's inputs are kept in (``self.inputs[n] = x``, with ``x`` read by the capture)
-    containers = set()
-    for name in around.reads:
-        if is_tensor(near.kind_before(sf, name, around.rs)):
-            containers |= {c for c in near.kept_in(region, ctx, name) if c.startswith(f"{sf.self_name}.")}
+    containers = _input_containers(region, ctx, around)
     for facts, spans in near.replay_sites(region, ctx):
         if facts.cls is not sf.cls:
             continue
@@ -1109,6 +1105,41 @@ def rebound_runner_input(region, ctx):
             if type(stmt) is ast.Assign and text_of(target.value) in containers \
                     and any(lo <= stmt.lineno <= hi for lo, hi in spans):
                 yield found(stmt, module=facts.module, what=text_of(target), line=region.line, how="rebound")
+
+
+def _input_containers(region, ctx, around) -> set[str]:
+    """The runner's containers that hold the capture's inputs: where the capturing method files a tensor
+    the capture reads (``self.inputs[n] = x``), and containers of tensors whose entries it reads."""
+    sf = around.facts
+    containers = set()
+    for name in around.reads:
+        if is_tensor(near.kind_before(sf, name, around.rs)):
+            containers |= {c for c in near.kept_in(region, ctx, name) if c.startswith(f"{sf.self_name}.")}
+    containers |= _tensor_containers_read(region, ctx, sf)
+    # ``self.tokens[slot] = q`` writes into a tensor, in place: a container is what is not a tensor
+    return {c for c in containers if not is_tensor(attr_kind(sf.cls, c.split(".", 1)[1], ctx.project))}
+
+
+def _tensor_containers_read(region, ctx, sf) -> set[str]:
+    """The runner's containers of tensors whose entries the capture reads: ``x = self.inputs[b]`` in the
+    capturing method or in a method of the runner it runs, where some method of the class fills the
+    container's entries with tensors (``self.inputs[b] = torch.zeros(b, n, device=dev)``)."""
+    read = set()
+    for facts, (lo, hi), _chain in region.reached:
+        if facts.cls is not sf.cls:
+            continue
+        for node, stmt in facts.subscripts:
+            if lo <= node.lineno <= hi and type(node.value) is ast.Attribute and is_self_attr(node.value, facts.self_name):
+                read.add(node.value.attr)
+    filled = set()
+    for name, node in sf.cls.methods.items() if read else ():
+        facts = facts_of(ctx.project, FuncRef(sf.cls.module, node, sf.cls, name))
+        for target, stmt in facts.item_stores:
+            owner = target.value
+            if type(owner) is ast.Attribute and owner.attr in read and is_self_attr(owner, facts.self_name) \
+                    and type(stmt) is ast.Assign and is_tensor(facts.infer(stmt.value)):
+                filled.add(owner.attr)
+    return {f"{sf.self_name}.{attr}" for attr in filled}
 
 
 def _runner_inputs(region, ctx, around) -> set[str]:
@@ -1156,14 +1187,19 @@ def runner_input_replaced_by_another_method(region, ctx):
     runs = {facts.fref.name for facts, _span, _chain in region.reached if facts.cls is cls}
     init = methods.get("__init__")
     setup = {c.meth for c in init.calls if is_self_attr(c.node.func, init.self_name)} if init is not None else set()
+    containers = _input_containers(region, ctx, around)
     for name, facts in methods.items():
-        if name == "__init__" or name in captures or name in runs or name in replaying or name in setup:
-            continue  # set-up that runs before any capture, the capture itself, and what replays
+        if name == "__init__" or name in captures or name in runs or name in replaying or name in setup \
+                or ctx.captures_in(facts.fref):
+            continue  # set-up that runs before any capture, the captures (this one, new ones), and what replays
+        how = f"replaced by `{cls.name}.{name}()` while the graph goes on replaying"
         for store in facts.self_stores:
             value = store.value
             if store.attr in inputs and value is not None and not (type(value) is ast.Constant and value.value is None):
-                yield found(store.stmt, module=facts.module, what=f"self.{store.attr}", line=region.line,
-                            how=f"replaced by `{cls.name}.{name}()` while the graph goes on replaying")
+                yield found(store.stmt, module=facts.module, what=f"self.{store.attr}", line=region.line, how=how)
+        for target, stmt in facts.item_stores:  # ``self.static_tel[b] = torch.zeros(...)``: an entry replaced
+            if type(stmt) is ast.Assign and text_of(target.value) in containers:
+                yield found(stmt, module=facts.module, what=text_of(target), line=region.line, how=how)
 
 
 @RULES.also("CG405", Region())
