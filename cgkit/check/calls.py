@@ -69,9 +69,75 @@ def resolve_call(facts, call, names: dict[str, str] | None = None) -> list[FuncR
         return _method_targets(facts, func.value, func.attr, call.recv, call.qual)
     if t is ast.Call and _is_getattr(func):  # ``getattr(cb, hook)(self, *args)``
         return _getattr_targets(facts, func, names)
-    if t is ast.Call or t is ast.Subscript:
+    if t is ast.Subscript:
+        targets = kind_targets(facts.infer(func), facts, project)
+        return targets or registry_entries(facts, func.value)
+    if t is ast.Call:
         return kind_targets(facts.infer(func), facts, project)
     return []
+
+
+def registry_entries(facts, table) -> list[FuncRef]:
+    """``TRANSFORMS[name](x)``: the functions a dispatch table of the file holds, whichever key is looked
+    up. The table is a module-level dict (``TRANSFORMS = {"a": fa, "b": fb}``, or filled by
+    ``TRANSFORMS[key] = fn`` where ``fn`` names a function, or by a registering decorator:
+    ``@feature("a") def fa(...)`` with ``def feature(name): def deco(fn): FEATURES[name] = fn``), or a dict
+    the object holds (``self.stages = {"detect": self._detect, ...}``)."""
+    module, project = facts.module, facts.project
+    if type(table) is ast.Attribute and type(table.value) is ast.Name and table.value.id == facts.self_name \
+            and facts.cls is not None:
+        out = []
+        for node in ast.walk(facts.cls.node):
+            if type(node) is ast.Assign and type(node.value) is ast.Dict and any(
+                    type(t) is ast.Attribute and t.attr == table.attr and type(t.value) is ast.Name
+                    and t.value.id == facts.self_name for t in node.targets):
+                for value in node.value.values:
+                    if type(value) is ast.Attribute and type(value.value) is ast.Name and value.value.id == facts.self_name:
+                        method = facts.cls.find_method(value.attr, project)
+                        if method is not None and method not in out:
+                            out.append(method)
+        return out
+    if type(table) is not ast.Name or table.id in facts.params or any(s.name == table.id for s in facts.stores):
+        return []
+    name = table.id
+    held: list[str] = []  # names of the functions put in the table
+    registrars: list[str] = []  # decorator factories that put the function they decorate in it
+    for stmt in module.tree.body:
+        if type(stmt) is ast.Assign and type(stmt.value) is ast.Dict and any(
+                type(t) is ast.Name and t.id == name for t in stmt.targets):
+            held += [v.id for v in stmt.value.values if type(v) is ast.Name]
+    for node in ast.walk(module.tree):
+        if type(node) is not ast.Assign or not any(
+                type(t) is ast.Subscript and type(t.value) is ast.Name and t.value.id == name for t in node.targets):
+            continue
+        if type(node.value) is ast.Name:
+            held.append(node.value.id)
+            registrar = _registering_decorator(module, node)
+            if registrar is not None:
+                registrars.append(registrar)
+    for fname, fn in module.defs.items():
+        for deco in fn.decorator_list:
+            called = deco.func if type(deco) is ast.Call else deco
+            if type(called) is ast.Name and called.id in registrars:
+                held.append(fname)
+    out = []
+    for fname in held:
+        if fname in module.defs:
+            ref = FuncRef(module, module.defs[fname], None, fname)
+            if ref not in out:
+                out.append(ref)
+    return out
+
+
+def _registering_decorator(module, store: ast.Assign) -> str | None:
+    """The module-level function whose nested decorator stores the function it is given in a table:
+    ``def feature(name): def deco(fn): FEATURES[name] = fn; return fn`` -> ``feature``."""
+    for fname, fn in module.defs.items():
+        for inner in (n for n in ast.walk(fn) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)):
+            params = {a.arg for a in inner.args.args}
+            if store in inner.body and type(store.value) is ast.Name and store.value.id in params:
+                return fname if inner is not fn else None
+    return None
 
 
 def _callables_named(facts, name: str, line: int) -> list[FuncRef]:

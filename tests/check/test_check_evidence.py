@@ -5915,3 +5915,45 @@ def test_writes_into_a_tensor_attribute_are_not_container_entries():
     source = _BUCKET_RUNNER.replace("self.inputs[bs] = x", "self.inputs[bs].copy_(x)").replace(
         "self.inputs[bs] = torch.zeros(bs, 8, device=\"cuda\")\n\n", "pass\n\n")
     assert _codes(source, select=["CG405"]) == []
+
+
+def test_functions_of_a_dispatch_table_are_reached_whichever_key_is_looked_up():
+    source = """
+        import torch
+
+        FEATURES = {}
+
+        def feature(name):
+            def deco(fn):
+                FEATURES[name] = fn
+                return fn
+            return deco
+
+        @feature("bucket")
+        def bucket(x):
+            return torch.bucketize(x, torch.tensor([0.5, 1.0], device=x.device))
+
+        def scale(x):
+            return x * float(x.max())
+
+        TRANSFORMS = {"scale": scale}
+
+        class Runner:
+            def __init__(self, names):
+                self.names = names
+                self.stages = {"sum": self._sum}
+
+            def _sum(self, x):
+                return x.sum().item()
+
+            def run(self, x):
+                cols = [FEATURES[n](x) for n in self.names] + [TRANSFORMS[n](x) for n in self.names]
+                return torch.stack(cols), self.stages["sum"](x)
+
+        x = torch.zeros(4, device="cuda")
+        r = Runner(["bucket"])
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = r.run(x)
+    """
+    assert sorted(_codes(source)) == [(13, "CG301"), (16, "CG103"), (26, "CG101")]
