@@ -321,6 +321,9 @@ def walk(region, project, scan, emit) -> list:
                 emit(hazard, facts, chain)
         if len(chain) >= (CANDIDATE_DEPTH if region.klass == "candidate" else MAX_DEPTH):
             continue
+        for getter, line in _properties_read(facts, lo, hi):  # ``self.scale``: reading it runs the getter
+            if (getter.key, None, ()) not in seen:
+                queue.append(_Visit(getter, None, [*chain, _step(getter, line)]))
         for call in facts.calls:
             line = call.node.lineno
             if not (lo <= line <= hi):
@@ -338,6 +341,25 @@ def walk(region, project, scan, emit) -> list:
                 queue.append(_Visit(target, None, [*chain, _step(target, line)],
                                     _inputs_passed(call.node, target, inputs, facts), passed_names))
     return reached
+
+
+def _properties_read(facts, lo: int, hi: int) -> list[tuple[FuncRef, int]]:
+    """The getters of the properties of the object's class (``@property``, ``@functools.cached_property``)
+    that the lines ``lo``..``hi`` read on ``self``, with the line of the first read."""
+    if facts.cls is None:
+        return []
+    out: dict = {}
+    for node in facts.self_loads:
+        if lo <= node.lineno <= hi and node.attr not in out:
+            getter = facts.cls.find_method(node.attr, facts.project)
+            if getter is not None and any(_names_property(d) for d in getter.node.decorator_list):
+                out[node.attr] = (getter, node.lineno)
+    return list(out.values())
+
+
+def _names_property(decorator) -> bool:
+    return (type(decorator) is ast.Name and decorator.id in ("property", "cached_property")) or (
+        type(decorator) is ast.Attribute and decorator.attr == "cached_property")
 
 
 def _is_apply(call) -> bool:

@@ -5957,3 +5957,33 @@ def test_functions_of_a_dispatch_table_are_reached_whichever_key_is_looked_up():
             out = r.run(x)
     """
     assert sorted(_codes(source)) == [(13, "CG301"), (16, "CG103"), (26, "CG101")]
+
+
+def test_a_property_read_in_the_region_runs_its_getter_there():
+    source = """
+        import functools
+        import torch
+
+        class Scaled(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+
+            @property
+            def gain(self):
+                return float(self.lin.weight.abs().max())
+
+            @functools.cached_property
+            def width(self):
+                return 4
+
+            def forward(self, x):
+                return self.lin(x) * self.gain + self.width
+
+        model = Scaled().cuda()
+        x = torch.zeros(2, 4, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = model(x)
+    """
+    assert _codes(source, ignore=["CG508"]) == [(11, "CG103")]
