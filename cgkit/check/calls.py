@@ -9,6 +9,7 @@ chain of calls from the region.
 from __future__ import annotations
 
 import ast
+import re
 from typing import NamedTuple
 
 from cgkit.check.callers import argument_for, source_of
@@ -24,6 +25,7 @@ from cgkit.check.regions import (
 )
 
 MAX_DEPTH = 12
+_CAPTURING = re.compile(r"capture_begin|CUDAGraph|\.graph\(|make_graphed_callables|compile\(")
 CANDIDATE_DEPTH = 3  # candidates (no capture in view, info only): their own code and a few calls down
 
 
@@ -324,6 +326,9 @@ def walk(region, project, scan, emit) -> list:
         for getter, line in _properties_read(facts, lo, hi):  # ``self.scale``: reading it runs the getter
             if (getter.key, None, ()) not in seen:
                 queue.append(_Visit(getter, None, [*chain, _step(getter, line)]))
+        for wrapper in _decorator_wrappers(fref) if span is None else ():  # ``@timed def step(...)``
+            if (wrapper.key, None, ()) not in seen:
+                queue.append(_Visit(wrapper, None, [*chain, _step(wrapper, fref.line)]))
         for call in facts.calls:
             line = call.node.lineno
             if not (lo <= line <= hi):
@@ -341,6 +346,32 @@ def walk(region, project, scan, emit) -> list:
                 queue.append(_Visit(target, None, [*chain, _step(target, line)],
                                     _inputs_passed(call.node, target, inputs, facts), passed_names))
     return reached
+
+
+def _decorator_wrappers(fref: FuncRef) -> list[FuncRef]:
+    """The wrappers that the file's own decorators put around a function (``@timed``, ``@retry(3)``):
+    calling the function runs them. A wrapper is a function nested in the decorator (or in the decorator
+    its factory returns) that its enclosing function returns; one taking ``self`` first belongs to the
+    decorated method's class."""
+    node = fref.node
+    if type(node) not in (ast.FunctionDef, ast.AsyncFunctionDef) or not node.decorator_list:
+        return []
+    module = fref.module
+    out = []
+    for deco in node.decorator_list:
+        called = deco.func if type(deco) is ast.Call else deco
+        decorator = module.defs.get(called.id) if type(called) is ast.Name else None
+        if decorator is None or _CAPTURING.search(ast.get_source_segment(module.text, decorator) or ""):
+            continue  # a decorator that captures or compiles what it wraps makes a region of its own
+        for outer in (n for n in ast.walk(decorator) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)):
+            returned = {r.value.id for r in outer.body if type(r) is ast.Return and type(r.value) is ast.Name}
+            for inner in outer.body:
+                if type(inner) in (ast.FunctionDef, ast.AsyncFunctionDef) and inner.name in returned \
+                        and not (outer is decorator and type(deco) is ast.Call):  # a factory's own return is the decorator
+                    params = inner.args.args
+                    cls = fref.cls if params and params[0].arg == "self" else None
+                    out.append(FuncRef(module, inner, cls, inner.name))
+    return out
 
 
 def _properties_read(facts, lo: int, hi: int) -> list[tuple[FuncRef, int]]:

@@ -5987,3 +5987,36 @@ def test_a_property_read_in_the_region_runs_its_getter_there():
             y = model(x)
     """
     assert _codes(source, ignore=["CG508"]) == [(11, "CG103")]
+
+
+def test_the_wrapper_a_file_decorator_puts_around_a_compiled_method_runs_in_the_region():
+    source = """
+        import functools
+        import time
+        import torch
+
+        def timed(fn):
+            @functools.wraps(fn)
+            def wrapper(self, *args):
+                start = time.perf_counter()
+                out = fn(self, *args)
+                return out
+            return wrapper
+
+        def retry(times):
+            def deco(fn):
+                def wrapper(*args):
+                    return fn(*args).tolist()
+                return wrapper
+            return deco
+
+        class Stepper:
+            def __init__(self):
+                self.step = torch.compile(self._step, mode="reduce-overhead")
+
+            @timed
+            @retry(2)
+            def _step(self, x):
+                return x * 2
+    """
+    assert _codes(source) == [(8, "CG411"), (16, "CG102")]
