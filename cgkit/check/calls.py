@@ -187,8 +187,8 @@ def _method_targets(facts, value, attr: str, recv, qual) -> list[FuncRef]:
         if owner[0] == "inst":
             if attr in ("cuda", "to", "train", "eval", "half", "float", "zero_grad", "parameters"):
                 return []
-            method = owner[1].find_method(attr, project)
-            return [method] if method is not None else []
+            method = owner[1].find_method(attr, project)  # and the overrides of its subclasses in its file
+            return [method, *project.overrides(owner[1], attr)] if method is not None else []
         return []
     if qual is not None:
         target = project.lookup(qual)

@@ -345,7 +345,12 @@ class Facts:
                 return attr_kind(inner[1], e.attr, self.project)  # ``self.net.threat`` of the file's own class
             return None
         if t is ast.IfExp:
-            return self.infer(e.body, _depth + 1) or self.infer(e.orelse, _depth + 1)
+            body, orelse = self.infer(e.body, _depth + 1), self.infer(e.orelse, _depth + 1)
+            if type(body) is tuple and type(orelse) is tuple and body[0] == orelse[0] == "inst":
+                # ``SoftGate() if robust else Gate()``: the base class (whose methods' overrides are followed too)
+                if orelse[1] in body[1].mro(self.project):
+                    return orelse
+            return body or orelse
         if t is ast.NamedExpr:
             return self.infer(e.value, _depth + 1)
         return None

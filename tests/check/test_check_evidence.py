@@ -6020,3 +6020,36 @@ def test_the_wrapper_a_file_decorator_puts_around_a_compiled_method_runs_in_the_
                 return x * 2
     """
     assert _codes(source) == [(8, "CG411"), (16, "CG102")]
+
+
+def test_an_object_chosen_between_a_class_and_its_subclass_runs_either_method():
+    source = """
+        import torch
+
+        class Gate:
+            def apply(self, x):
+                if (x > 1).any():
+                    x = x * 0.5
+                return x
+
+        class SoftGate(Gate):
+            def apply(self, x):
+                return x.clamp(max=1.0).sum().item()
+
+        class Filter:
+            def __init__(self, gate):
+                self.gate = gate
+            def step(self, x):
+                return self.gate.apply(x)
+
+        def run(robust, x):
+            f = Filter(SoftGate() if robust else Gate())
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = f.step(x)
+            return g, y
+    """
+    expected = [(5, "CG201"), (11, "CG101")]
+    assert _codes(source, ignore=["CG508"]) == expected
+    assert _codes(source.replace("SoftGate() if robust else Gate()", "Gate() if robust else SoftGate()"),
+                  ignore=["CG508"]) == expected
