@@ -13,7 +13,7 @@ import re
 from typing import NamedTuple
 
 from cgkit.check.callers import argument_for, source_of
-from cgkit.check.facts import argument_kinds, attr_kind, facts_of, held_by_self
+from cgkit.check.facts import argument_kinds, attr_kind, facts_of, held_by_self, is_self_attr
 from cgkit.check.project import ClassIndex, FuncRef
 from cgkit.check.regions import (
     LIBRARY_METHOD_NAMES,
@@ -375,16 +375,23 @@ def _decorator_wrappers(fref: FuncRef) -> list[FuncRef]:
 
 
 def _properties_read(facts, lo: int, hi: int) -> list[tuple[FuncRef, int]]:
-    """The getters of the properties of the object's class (``@property``, ``@functools.cached_property``)
-    that the lines ``lo``..``hi`` read on ``self``, with the line of the first read."""
-    if facts.cls is None:
-        return []
+    """The getters of properties (``@property``, ``@functools.cached_property``) that the lines ``lo``..``hi``
+    read: on ``self``, or on an object of one of the project's classes (``self.wind.drift``), with the line
+    of the first read."""
     out: dict = {}
-    for node in facts.self_loads:
-        if lo <= node.lineno <= hi and node.attr not in out:
-            getter = facts.cls.find_method(node.attr, facts.project)
-            if getter is not None and any(_names_property(d) for d in getter.node.decorator_list):
-                out[node.attr] = (getter, node.lineno)
+    for node in (*facts.self_loads, *facts.attr_loads):
+        if not lo <= node.lineno <= hi:
+            continue
+        if is_self_attr(node, facts.self_name):
+            cls = facts.cls
+        else:
+            owner = facts.infer(node.value)
+            cls = owner[1] if type(owner) is tuple and owner[0] == "inst" else None
+        if cls is None or (id(cls), node.attr) in out:
+            continue
+        getter = cls.find_method(node.attr, facts.project)
+        if getter is not None and any(_names_property(d) for d in getter.node.decorator_list):
+            out[(id(cls), node.attr)] = (getter, node.lineno)
     return list(out.values())
 
 
