@@ -49,7 +49,7 @@ def resolve_call(facts, call, names: dict[str, str] | None = None) -> list[FuncR
         if name in facts.params and not any(s.name == name for s in facts.stores):
             return _modules_of_file(facts)  # ``model(x)`` of an untyped parameter
         if held_by_self(func, facts) and facts.kind_of_name(name) is None:  # ``for cb in self.hooks: cb(x)``
-            return _callable_objects_of_file(facts, call.node)
+            return _methods_listed(facts, name) or _callable_objects_of_file(facts, call.node)
         dispatched = _getattr_stored(facts, name)
         if dispatched is not None:  # ``fn = getattr(cb, hook, None)`` ... ``fn(self)``
             return _getattr_targets(facts, dispatched, names)
@@ -77,6 +77,38 @@ def resolve_call(facts, call, names: dict[str, str] | None = None) -> list[FuncR
     if t is ast.Call:
         return kind_targets(facts.infer(func), facts, project)
     return []
+
+
+def _methods_listed(facts, name: str) -> list[FuncRef]:
+    """``for h in self.hooks: h(x)`` where the class fills ``self.hooks`` with its own methods
+    (``self.hooks = [self._log_scale]``, ``self.hooks.append(self._clip)``): those methods."""
+    loops = [s for s in facts.stores if s.name == name and s.loop_target]
+    iterated = [_iterated_attr(getattr(s.node, "iter", None)) for s in loops]
+    if facts.cls is None or not iterated or any(i is None or not is_self_attr(i, facts.self_name) for i in iterated):
+        return []
+    attrs = {i.attr for i in iterated}
+    listed = []
+    for node in ast.walk(facts.cls.node):
+        if type(node) is ast.Assign and type(node.value) in (ast.List, ast.Tuple) and any(
+                type(t) is ast.Attribute and t.attr in attrs and type(t.value) is ast.Name for t in node.targets):
+            listed += node.value.elts
+        elif type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "append" \
+                and type(node.func.value) is ast.Attribute and node.func.value.attr in attrs and node.args:
+            listed.append(node.args[0])
+    out = []
+    for item in listed:
+        if type(item) is ast.Attribute and type(item.value) is ast.Name and item.value.id == facts.self_name:
+            method = facts.cls.find_method(item.attr, facts.project)
+            if method is not None and method not in out:
+                out.append(method)
+    return out
+
+
+def _iterated_attr(node):
+    """``self.hooks`` for ``self.hooks``, ``enumerate(self.hooks)``, ``reversed(self.hooks)``."""
+    if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id in ("enumerate", "reversed") and node.args:
+        node = node.args[0]
+    return node if type(node) is ast.Attribute else None
 
 
 def registry_entries(facts, table) -> list[FuncRef]:

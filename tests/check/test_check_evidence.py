@@ -6053,3 +6053,31 @@ def test_an_object_chosen_between_a_class_and_its_subclass_runs_either_method():
     assert _codes(source, ignore=["CG508"]) == expected
     assert _codes(source.replace("SoftGate() if robust else Gate()", "Gate() if robust else SoftGate()"),
                   ignore=["CG508"]) == expected
+
+
+def test_methods_the_class_puts_in_a_list_it_calls_in_a_loop_are_reached():
+    source = """
+        import torch
+
+        class Hooks:
+            def __init__(self):
+                self.hooks = [self._peak]
+                self.hooks.append(self._mean)
+
+            def fire(self, x):
+                for h in self.hooks:
+                    h(x)
+
+            @staticmethod
+            def _peak(x):
+                return float(x.max())
+
+            def _mean(self, x):
+                return x.mean().item()
+
+        @torch.compile(mode="reduce-overhead")
+        def step(x, hooks: Hooks):
+            hooks.fire(x)
+            return x * 2
+    """
+    assert _codes(source) == [(14, "CG103"), (17, "CG101")]
