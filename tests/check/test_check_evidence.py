@@ -6081,3 +6081,33 @@ def test_methods_the_class_puts_in_a_list_it_calls_in_a_loop_are_reached():
             return x * 2
     """
     assert _codes(source) == [(14, "CG103"), (17, "CG101")]
+
+
+def test_a_caching_autocast_entered_by_a_helper_around_the_graphing_call():
+    source = """
+        import contextlib
+        import torch
+
+        @contextlib.contextmanager
+        def mixed_precision():
+            with torch.autocast("cuda", dtype=torch.float16):
+                yield
+
+        class Amp:
+            def context(self):
+                return torch.autocast("cuda", dtype=torch.float16)
+
+        class NoCache:
+            def context(self):
+                return torch.autocast("cuda", dtype=torch.float16, cache_enabled=False)
+
+        def build(model, x, amp: Amp, safe: NoCache):
+            with mixed_precision():
+                a = torch.cuda.make_graphed_callables(model, (x,))
+            with amp.context():
+                b = torch.cuda.make_graphed_callables(model, (x,))
+            with safe.context():
+                c = torch.cuda.make_graphed_callables(model, (x,))
+            return a, b, c
+    """
+    assert _codes(source, select=["CG501"]) == [(6, "CG501"), (11, "CG501")]

@@ -75,7 +75,7 @@ def autocast_cache_enabled(region, ctx):
     what = "`make_graphed_callables`" if "make_graphed_callables" in region.kind else "a CUDA graph capture"
     for anc in region.ancestors:
         if type(anc) in (ast.With, ast.AsyncWith):
-            yield from _caching_autocast(sf, anc, what, region.module)
+            yield from _caching_autocast(sf, anc, what, region.module, ctx)
     # The capturing function decorated with a caching autocast (``@torch.autocast("cuda") def capture(self):``).
     for dec in getattr(region.scope.node, "decorator_list", ()) if region.scope is not None else ():
         yield from _caching_autocast_call(sf, dec, what, region.module)
@@ -85,12 +85,25 @@ def autocast_cache_enabled(region, ctx):
             cf = facts_of(ctx.project, caller)
             for w in cf.withs:
                 if w.lineno <= call.lineno <= w.end_lineno:
-                    yield from _caching_autocast(cf, w, f"{what} (in `{text_of(call.func)}()`)", caller.module)
+                    yield from _caching_autocast(cf, w, f"{what} (in `{text_of(call.func)}()`)", caller.module, ctx)
 
 
-def _caching_autocast(facts, with_node, what, module):
+def _caching_autocast(facts, with_node, what, module, ctx):
     for item in with_node.items:
         yield from _caching_autocast_call(facts, item.context_expr, what, module)
+        yield from _caching_autocast_helper(facts, item.context_expr, what, ctx)
+
+
+def _caching_autocast_helper(facts, expr, what, ctx):
+    """``with self._precision():`` (a ``@contextmanager`` that enters ``torch.autocast(...)``) or ``with
+    self.amp.context():`` (a method that returns one): the caching autocast, at its line in the helper."""
+    call = next((c for c in facts.calls if c.node is expr), None) if type(expr) is ast.Call else None
+    for target in ctx.resolve(facts, call) if call is not None else ():
+        tf = facts_of(ctx.project, target)
+        entered = [item.context_expr for w in tf.withs for item in w.items]
+        returned = [r.value for r in ast.walk(target.node) if type(r) is ast.Return and r.value is not None]
+        for node in (*entered, *returned):
+            yield from _caching_autocast_call(tf, node, f"{what} (through `{text_of(expr.func)}()`)", target.module)
 
 
 def _caching_autocast_call(facts, expr, what, module):
