@@ -956,7 +956,8 @@ def _root_step(root) -> dict:
         fix="Keep the captured tensor alive and write new data into it: `{what}.copy_(new_data)`.",
         compile="warning",
         what="Checks for inputs of a manual capture that are rebound (or deleted) after capture "
-        "instead of being updated in place, for state the captured code reads and then rebinds "
+        "instead of being updated in place (also entries of a runner's container of static inputs, "
+        "`self.inputs[bs] = x`, where it replays or in another method that does not capture anew), for state the captured code reads and then rebinds "
         "(`h = self.cell(x, self.h); self.h = h`: replays keep reading the tensor held at capture), for "
         "tensors of the region's modules (and parameters of a graphed or compiled model) given a new object "
         "by code of the file that runs while the graph is in use (`self.model.prior = prior.cuda()`), and for tensors a CUDA-graph-compiled module reads "
@@ -1568,7 +1569,8 @@ def _iterates_parameters(facts, name: str, models: set[str] | None = None) -> bo
         "read again, or fed back as the next call's input: `x = step(x, u)` in a loop) past the next call "
         "of a compiled function. Outputs handed out by the code that replays are followed to where they are kept: "
         "a runner's method or a wrapper's `__call__`, the replay closure a capture helper returns, an output the "
-        "capturing function makes `global`. Keeping the static outputs of a "
+        "capturing function makes `global`, a tuple a capture helper caches and hands back (`cache[key] = "
+        "(g, x, out)`; `return cache[key]`). Keeping the static outputs of a "
         "manual graph on its runner object once, the usual pattern, is not reported, nor are outputs of calls "
         "made with CPU tensors only (no CUDA graph is recorded for them).",
         why="A graph writes its outputs to the same memory on every replay. Keeping a reference to "

@@ -40,7 +40,9 @@ def _manual(region) -> bool:
         fix="Pass `cache_enabled=False` to `torch.autocast(...)` around capture and graphed callables.",
         compile=None,
         what="Checks for `torch.autocast` without `cache_enabled=False` around a manual capture or a "
-        "`make_graphed_callables` call.",
+        "`make_graphed_callables` call, also where a helper enters it (`with self._precision():`, a "
+        "`@contextmanager` that enters `torch.autocast`, or a method that returns one); reported at the "
+        "autocast's own line.",
         why="Autocast caches the low-precision copies of weights it makes inside its context. Around a "
         "capture, casts made before capture are reused by the graph instead of being recorded, so "
         "after the optimizer updates the weights replays keep using stale copies. "
