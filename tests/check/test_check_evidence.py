@@ -6111,3 +6111,24 @@ def test_a_caching_autocast_entered_by_a_helper_around_the_graphing_call():
             return a, b, c
     """
     assert _codes(source, select=["CG501"]) == [(6, "CG501"), (11, "CG501")]
+
+
+def test_a_hook_a_helper_object_registers_on_the_module_it_is_handed_before_graphing():
+    source = """
+        import torch
+
+        class Probe:
+            def __init__(self):
+                self.seen = []
+            def install(self, module):
+                return module.register_forward_pre_hook(lambda m, args: self.seen.append(args[0].shape))
+            def count(self, module):
+                return sum(p.numel() for p in module.parameters())
+
+        def build(model, probe: Probe, x):
+            probe.install(model.blocks[0])
+            probe.count(model)
+            graphed = torch.cuda.make_graphed_callables(tuple(model.blocks), ((x,), (x,)))
+            return graphed
+    """
+    assert _codes(source, select=["CG503"]) == [(7, "CG503"), (14, "CG503")]

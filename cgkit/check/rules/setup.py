@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
+import copy
 
 from cgkit.check.around import bound_from, returned_positions
-from cgkit.check.callers import argument_for, call_sites, functions_of
+from cgkit.check.callers import argument_for, call_sites, functions_of, source_of
 from cgkit.check.facts import class_attrs, facts_of, is_callable_module, module_facts
 from cgkit.check.model import Rule
 from cgkit.check.names import bound_values
@@ -201,7 +202,8 @@ def _capturable(ctor: ast.Call) -> bool:
         fix="Register hooks after graphing (on the returned module), or graph a module without hooks.",
         compile=None,
         what="Checks for forward/backward hooks registered on a module before it is passed to "
-        "`make_graphed_callables`, or on a part of it (`model.encoder`, `self.enc` in its `__init__`).",
+        "`make_graphed_callables`, or on a part of it (`model.encoder`, `self.enc` in its `__init__`), also by "
+        "a function or method handed the module (`probe.install(model.blocks[0])`), at the hook's line.",
         why="Graphed callables replace the module's forward with a replay of the graph, so hooks could "
         "not run inside it. `torch.cuda.make_graphed_callables` (and Transformer Engine's) therefore "
         "asserts that the modules it receives have no forward, forward-pre or backward hooks registered. "
@@ -253,6 +255,12 @@ def hooks_before_graphing(region, ctx):
     for facts, calls in before:
         for c in calls:
             if c.meth not in _HOOK_METHODS:
+                for module, hook, receiver in _hooks_put_by_helper(facts, c, ctx):  # ``probe.install(model.enc)``
+                    held = text_of(_container(receiver))
+                    if held in names and (held == text_of(receiver) or held not in whole):
+                        hooks.append((module, hook, f"{text_of(receiver)}.{hook.func.attr}()"))
+                    elif held in names or _part_of(held, names):
+                        parts.append((module, hook))
                 continue
             receiver = text_of(c.node.func.value)
             held = text_of(_container(c.node.func.value, facts, c.node.lineno))
@@ -293,6 +301,36 @@ def hooks_before_graphing(region, ctx):
         where = f"L{call.lineno}" if module is region.module else f"{module.path}:{call.lineno}"
         more = f" and {len(hooks) - 1} more" if len(hooks) > 1 else ""
         yield found(region.node, what=f"{what} ({where}){more}", detail="")
+
+
+def _hooks_put_by_helper(facts, call, ctx):
+    """Hooks that a function or method called here registers on a module it is handed
+    (``def install(self, module): module.register_forward_pre_hook(...)`` called as
+    ``probe.install(model.layers[0])``): ``(module, hook call, receiver as the caller names it)``."""
+    for target in ctx.resolve(facts, call):
+        if type(target.node) is ast.Module or "register_" not in source_of(target):
+            continue
+        params = target.positional_params
+        for node in ast.walk(target.node):
+            if type(node) is not ast.Call or type(node.func) is not ast.Attribute or node.func.attr not in _HOOK_METHODS:
+                continue
+            root = node.func.value
+            while type(root) in (ast.Attribute, ast.Subscript):
+                root = root.value
+            if type(root) is not ast.Name or root.id not in params:
+                continue
+            arg = argument_for(call.node, params, root.id)
+            if arg is not None:
+                yield target.module, node, _substituted(node.func.value, root.id, arg)
+
+
+def _substituted(expr, name: str, value):
+    """``expr`` with the name ``name`` replaced by the expression ``value``: ``model.layers[0]`` with
+    ``model`` -> ``self.m`` gives ``self.m.layers[0]``."""
+    class Put(ast.NodeTransformer):
+        def visit_Name(self, node):
+            return value if node.id == name else node
+    return Put().visit(copy.deepcopy(expr))
 
 
 def _iterated_by_graphing(region, sf) -> set:
