@@ -641,7 +641,7 @@ def configured_here(facts, owner, stmt, region) -> bool:
     (``for blk in model.blocks``: the model's parts) and what the capture returned (``embed, g = build()``)
     are the graph's own."""
     if type(owner) is not ast.Name or _handed_to_compiled(facts, owner.id, stmt, region) \
-            or _runner_used_in_loop(facts, owner.id, stmt, region):
+            or _runner_used_in_loop(facts, owner.id, stmt, region) or _handed_to_runner(facts, owner.id, stmt, region):
         return False
     local = {s.name for s in facts.stores if s.name == owner.id and not s.loop_target and not _returned_by_capture(s, region)}
     return (owner.id in local and owner.id not in facts.params) or _built_here(facts, owner.id, stmt, region)
@@ -660,6 +660,30 @@ def _runner_used_in_loop(facts, name: str, stmt, region) -> bool:
     loops = [lp for lp in facts.loops if lp.lineno <= stmt.lineno <= lp.end_lineno]
     return any(type(c.node.func) is ast.Attribute and type(c.node.func.value) is ast.Name and c.node.func.value.id == name
                and any(lp.lineno <= c.node.lineno <= lp.end_lineno for lp in loops) for c in facts.calls)
+
+
+def _handed_to_runner(facts, name: str, stmt, region) -> bool:
+    """``cfg = PoolConfig(); trainer = Trainer(cfg)``, then ``for epoch ...: cfg.weight = ...`` in a loop
+    that also calls ``trainer.step(...)``: the object was handed to the class that captures (or compiles),
+    which keeps it, and the loop that changes it runs the graph between two of these stores."""
+    scope = region.scope
+    if scope is None or scope.cls is None:
+        return False
+    loops = [lp for lp in facts.loops if lp.lineno <= stmt.lineno <= lp.end_lineno]
+    for store in facts.stores if loops else ():
+        value = getattr(store.node, "value", None)
+        if store.node.lineno >= stmt.lineno or type(value) is not ast.Call:
+            continue
+        # ``Trainer(cfg)``, or ``Reranker(Pipeline(names, cfg))``: the capturing class built with it
+        builds = [c for c in ast.walk(value) if type(c) is ast.Call and any(
+            type(a) is ast.Name and a.id == name for a in [*c.args, *(k.value for k in c.keywords)])]
+        kinds = [facts.infer(c) for c in builds]
+        if any(type(k) is tuple and k[0] == "inst" and scope.cls in k[1].mro(facts.project) for k in kinds) and any(
+                type(c.node.func) is ast.Attribute and type(c.node.func.value) is ast.Name
+                and c.node.func.value.id == store.name and any(lp.lineno <= c.node.lineno <= lp.end_lineno for lp in loops)
+                for c in facts.calls):
+            return True
+    return False
 
 
 def _handed_to_compiled(facts, name: str, stmt, region) -> bool:

@@ -6132,3 +6132,77 @@ def test_a_hook_a_helper_object_registers_on_the_module_it_is_handed_before_grap
             return graphed
     """
     assert _codes(source, select=["CG503"]) == [(7, "CG503"), (14, "CG503")]
+
+
+def test_a_settings_object_handed_to_the_capturing_class_and_changed_in_the_loop_that_runs_it():
+    source = """
+        from dataclasses import dataclass
+        import torch
+
+        @dataclass
+        class Config:
+            weight: float = 1.0
+            def blend(self, x):
+                return x * self.weight
+
+        class Head(torch.nn.Module):
+            def __init__(self, cfg):
+                super().__init__()
+                self.cfg, self.lin = cfg, torch.nn.Linear(8, 8)
+            def forward(self, x):
+                return self.cfg.blend(self.lin(x))
+
+        class Trainer:
+            def __init__(self, cfg):
+                self.head = Head(cfg).cuda()
+                x = torch.randn(4, 8, device="cuda", requires_grad=True)
+                self.graphed = torch.cuda.make_graphed_callables(self.head, (x,))
+            def step(self, x):
+                return self.graphed(x).sum()
+
+        def train(batches):
+            cfg = Config()
+            cfg.weight = 2.0
+            trainer = Trainer(cfg)
+            for epoch in range(3):
+                cfg.weight = 1.0 - 0.3 * epoch
+                for x in batches:
+                    trainer.step(x)
+    """
+    assert _codes(source, select=["CG404"]) == [(8, "CG404")]
+    # set up once, before the object is handed over: not a change between replays
+    assert _codes(source.replace("                cfg.weight = 1.0 - 0.3 * epoch\n", ""), select=["CG404"]) == []
+
+
+def test_a_settings_object_handed_through_a_holder_to_the_compiling_class_and_changed_between_calls():
+    source = """
+        from dataclasses import dataclass
+        import torch
+
+        @dataclass
+        class Config:
+            weight: float = 1.0
+            def blend(self, x):
+                return x * self.weight
+
+        class Pipeline:
+            def __init__(self, cfg):
+                self.cfg = cfg
+                self.score = torch.compile(self._score, mode="reduce-overhead")
+            def _score(self, x):
+                return self.cfg.blend(x)
+
+        class Ranker:
+            def __init__(self, pipeline):
+                self.p = pipeline
+            def rank(self, x):
+                return self.p.score(x).clone()
+
+        def serve(traffic):
+            cfg = Config()
+            ranker = Ranker(Pipeline(cfg))
+            for i, x in enumerate(traffic):
+                ranker.rank(x)
+                cfg.weight = 0.1 * i
+    """
+    assert _codes(source, select=["CG404"]) == [(8, "CG404")]
