@@ -6206,3 +6206,22 @@ def test_a_settings_object_handed_through_a_holder_to_the_compiling_class_and_ch
                 cfg.weight = 0.1 * i
     """
     assert _codes(source, select=["CG404"]) == [(8, "CG404")]
+
+
+def test_a_counter_read_with_getattr_and_a_default_is_a_host_counter():
+    source = """
+        import torch
+
+        class Ranker(torch.nn.Module):
+            def forward(self, x):
+                self.served = getattr(self, "served", 0) + 1
+                self.name = getattr(self, "name", "ranker")
+                return x * 2
+
+        model = Ranker().cuda()
+        x = torch.zeros(4, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = model(x)
+    """
+    assert _codes(source, select=["CG402"]) == [(5, "CG402")]

@@ -2431,8 +2431,13 @@ def checkpoint_preserves_rng(c, f):
 
 # -- helpers -----------------------------------------------------------------------------------------
 def _reads_self_attr(value, self_name, attr) -> bool:
+    """``self.attr`` or ``getattr(self, "attr", 0)`` is read in ``value``."""
     for node in ast.walk(value):
         if type(node) is ast.Attribute and node.attr == attr and type(node.value) is ast.Name and node.value.id == self_name:
+            return True
+        if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id == "getattr" and len(node.args) >= 2 \
+                and type(node.args[0]) is ast.Name and node.args[0].id == self_name \
+                and type(node.args[1]) is ast.Constant and node.args[1].value == attr:
             return True
     return False
 
