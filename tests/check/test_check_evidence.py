@@ -6225,3 +6225,35 @@ def test_a_counter_read_with_getattr_and_a_default_is_a_host_counter():
             y = model(x)
     """
     assert _codes(source, select=["CG402"]) == [(5, "CG402")]
+
+
+def test_a_runner_input_replaced_through_the_runner_object_by_a_function_of_the_file():
+    source = """
+        import torch
+
+        class Step:
+            def __init__(self, model):
+                self.model = model
+                self.items = torch.zeros(8, 4, device="cuda")
+
+            def capture(self):
+                self.g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.g):
+                    self.out = self.model(self.items)
+
+        def swap_table(step, table):
+            step.items = table.cuda()
+
+        def refill(step, table):
+            step.items.copy_(table)
+
+        def serve(model, days):
+            step = Step(model)
+            step.items = days[0].cuda()
+            step.capture()
+            for table in days:
+                swap_table(step, table)
+                refill(step, table)
+                step.g.replay()
+    """
+    assert _codes(source, select=["CG405"]) == [(14, "CG405")]

@@ -1204,6 +1204,35 @@ def runner_input_replaced_by_another_method(region, ctx):
 
 
 @RULES.also("CG405", Region())
+def runner_input_replaced_from_outside(region, ctx):
+    """A runner's static input replaced through the runner object by a function of the file that is not
+    one of its methods (``def swap_table(step, table): step.items = table.cuda()``, ``runner.mix = chunk``
+    before ``runner.graph.replay()``), where that function runs while the graph is in use."""
+    if region.klass != "manual":
+        return
+    around = near.around(region, ctx)
+    if around is None or around.facts.self_name is None or around.facts.cls is None:
+        return
+    cls = around.facts.cls
+    inputs = _runner_inputs(region, ctx, around)
+    for fref in callers.functions_of(region.module) if inputs else ():
+        if fref.cls is cls or type(fref.node) is ast.Module or not near.assigns_attribute(callers.source_of(fref), inputs):
+            continue
+        after = near.lines_after_capture(fref, region, ctx)
+        if after is None:
+            continue
+        callers.seed_from_callers(fref, ctx.project)
+        facts = facts_of(ctx.project, fref)
+        for owner, attr, stmt in facts.attr_stores:
+            kind = facts.infer(owner)
+            if attr in inputs and stmt.lineno > after and type(kind) is tuple and kind[0] == "inst" \
+                    and cls in kind[1].mro(ctx.project) and type(stmt) is ast.Assign \
+                    and not (type(stmt.value) is ast.Constant and stmt.value.value is None):
+                yield found(stmt, module=facts.module, what=f"{owner.id}.{attr}", line=region.line,
+                            how=f"replaced by `{fref.name}()` while the graph goes on replaying")
+
+
+@RULES.also("CG405", Region())
 def decorated_method_input_replaced(region, ctx):
     """A method a decorator captures on its first call and replays after (``@graphed_once def
     predict(self)``) reads a tensor of its object that another method replaces (``update_obs``:
