@@ -289,6 +289,7 @@ def _compute_invocations(region, ctx) -> list[Invocation]:
     # ``m.forward = torch.compile(m.forward)``: calling ``m`` runs it
     names += [n[: -len(".forward")] for n in names if n.endswith(".forward")]
     names += _held_by_constructed(region, names)
+    names += _held_compiling_objects(region, names)
     out = []
     for fref in _functions_mentioning(module, names, region):
         if _other_class_options(region, fref, project):
@@ -335,6 +336,38 @@ def _held_by_constructed(region, names: list[str]) -> list[str]:
         if passed:
             self_name = init.args.args[0].arg if init.args.args else "self"
             out += [f"self.{attr}" for attr in _attrs_bound_to(init, self_name, passed)]
+    return out
+
+
+def _held_compiling_objects(region, names: list[str]) -> list[str]:
+    """``Reranker(Pipeline(...))`` (or ``p = Pipeline(); Reranker(p)``), where ``Pipeline`` keeps the compiled
+    function as ``self.score`` and ``Reranker.__init__`` keeps its argument as ``self.p``: the reranker's
+    methods call it as ``self.p.score``. Read from the syntax alone, like :func:`_held_by_constructed`."""
+    scope = region.scope
+    attrs = [n[len("self."):] for n in names if n.startswith("self.") and n.count(".") == 1]
+    if scope is None or scope.cls is None or not attrs:
+        return []
+    module, owner = region.module, scope.cls.name
+    built = {t.id for node in ast.walk(module.tree) if type(node) is ast.Assign and type(node.value) is ast.Call
+             and type(node.value.func) is ast.Name and node.value.func.id == owner for t in node.targets if type(t) is ast.Name}
+    out = []
+    for call in ast.walk(module.tree):
+        if type(call) is not ast.Call or type(call.func) is not ast.Name or call.func.id == owner:
+            continue
+        holder = module.classes.get(call.func.id)
+        init = holder.methods.get("__init__") if holder is not None else None
+        if init is None:
+            continue
+
+        def instance(arg) -> bool:
+            return (type(arg) is ast.Call and type(arg.func) is ast.Name and arg.func.id == owner) or \
+                (type(arg) is ast.Name and arg.id in built)
+        params = [a.arg for a in init.args.args][1:]
+        passed = {params[i] for i, a in enumerate(call.args) if i < len(params) and instance(a)}
+        passed |= {kw.arg for kw in call.keywords if instance(kw.value)}
+        if passed:
+            self_name = init.args.args[0].arg if init.args.args else "self"
+            out += [f"self.{held}.{attr}" for held in _attrs_bound_to(init, self_name, passed) for attr in attrs]
     return out
 
 

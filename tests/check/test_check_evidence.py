@@ -6257,3 +6257,35 @@ def test_a_runner_input_replaced_through_the_runner_object_by_a_function_of_the_
                 step.g.replay()
     """
     assert _codes(source, select=["CG405"]) == [(14, "CG405")]
+
+
+def test_an_output_of_a_function_compiled_by_a_held_object_kept_past_its_next_compiled_call():
+    source = """
+        import torch
+
+        class Pipeline:
+            def __init__(self):
+                self.score = torch.compile(self._score, mode="reduce-overhead")
+                self.diversify = torch.compile(self._mmr, mode="reduce-overhead")
+            def _score(self, q):
+                return q * 2
+            def _mmr(self, d, rel):
+                return d + rel
+
+        class Reranker:
+            def __init__(self, pipeline):
+                self.p = pipeline
+            def rerank(self, q, d):
+                rel = self.p.score(q)
+                div = self.p.diversify(d, rel)
+                return div, rel.sum()
+            def rerank_safe(self, q, d):
+                rel = self.p.score(q).clone()
+                div = self.p.diversify(d, rel)
+                return div, rel.sum()
+
+        def serve(traffic):
+            ranker = Reranker(Pipeline())
+            return [ranker.rerank(q, d) for q, d in traffic]
+    """
+    assert _codes(source, select=["CG407"]) == [(18, "CG407")]
