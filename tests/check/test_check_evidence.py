@@ -6289,3 +6289,29 @@ def test_an_output_of_a_function_compiled_by_a_held_object_kept_past_its_next_co
             return [ranker.rerank(q, d) for q, d in traffic]
     """
     assert _codes(source, select=["CG407"]) == [(18, "CG407")]
+
+
+def test_a_graph_made_once_and_captured_again_when_the_input_shape_changes():
+    source = """
+        import torch
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+                self.g = torch.cuda.CUDAGraph()
+
+            def build(self, n):
+                self.x = torch.zeros(8, n, device="cuda")
+                with torch.cuda.graph(self.g):
+                    self.out = self.model(self.x)
+
+            def solve(self, x):
+                if not hasattr(self, "x") or x.shape[1] != self.x.shape[1]:
+                    self.build(x.shape[1])
+                self.x.copy_(x)
+                self.g.replay()
+                return self.out.clone()
+    """
+    assert _codes(source, select=["CG509"]) == [(10, "CG509")]
+    first_time_only = source.replace(' or x.shape[1] != self.x.shape[1]', '')
+    assert _codes(first_time_only, select=["CG509"]) == []

@@ -1380,8 +1380,9 @@ def _runs_before_yield(stream_with) -> bool:
         fix="Create a new `torch.cuda.CUDAGraph()` for each capture, or call `{what}.reset()` before capturing again.",
         compile=None,
         what="Checks for a `CUDAGraph` object captured twice (two `torch.cuda.graph(g)` blocks, or one "
-        "inside a loop, or a `self.graph` made once and captured by a method its class calls again) without "
-        "`reset()` or a new object in between.",
+        "inside a loop, or a `self.graph` made once and captured by a method its class calls again, also "
+        "under a test that holds again for a new input: `if x.shape[1] != self.x.shape[1]: self.build(...)` in "
+        "the method that replays) without `reset()` or a new object in between.",
         why="A `CUDAGraph` holds one captured graph. Capturing into an object that already owns one is "
         "an error; capturing in a loop also re-records work each iteration, which defeats the purpose "
         "of a graph.",
@@ -1449,8 +1450,33 @@ def graph_object_reused(region, ctx):
         sites = [(fref, call) for fref, call in call_sites(ctx.project, scope.name, scope)
                  if fref.module is region.module and type(call.func) is ast.Attribute and type(call.func.value) is ast.Name]
         again = [fref for fref, _call in sites if fref.cls is scope.cls and fref.name != "__init__"]
-        if len(sites) >= 2 and again:
+        if (len(sites) >= 2 and again) or any(_recaptures_on_change(fref, call, graph.attr) for fref, call in sites
+                                              if fref.cls is scope.cls and fref.name != "__init__"):
             yield found(graph, what=name, line=rs)
+
+
+def _recaptures_on_change(fref, call, graph_attr: str) -> bool:
+    """The method that replays ``self.<graph_attr>`` calls the capturing method under an ``if`` that holds
+    again after the first time (``if not hasattr(self, "x") or x.shape[1] != self.x.shape[1]:``): a new
+    shape captures into the graph a second time."""
+    fn = fref.node
+    replays = any(type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr == "replay"
+                  and type(n.func.value) is ast.Attribute and n.func.value.attr == graph_attr for n in ast.walk(fn))
+    if not replays:
+        return False
+    tests = [n.test for n in ast.walk(fn) if type(n) is ast.If and n.lineno < call.lineno <= n.end_lineno
+             and _within(call, n.body)]
+    return any(_changed_shape_test(part) for test in tests
+               for part in (test.values if type(test) is ast.BoolOp and type(test.op) is ast.Or else [test]))
+
+
+def _changed_shape_test(test) -> bool:
+    """``x.shape[1] != self.x.shape[1]``, ``n > self.max_n``: a test of what the input is now against what
+    was captured, true again whenever a new one comes (not a first-time test such as ``i == 0``,
+    ``self.g is None`` or ``not hasattr(self, "g")``)."""
+    return type(test) is ast.Compare and len(test.ops) == 1 \
+        and type(test.ops[0]) in (ast.NotEq, ast.Gt, ast.Lt, ast.GtE, ast.LtE) \
+        and not any(type(side) is ast.Constant for side in (test.left, *test.comparators))
 
 
 def _exclusive(a, b) -> bool:
