@@ -43,11 +43,20 @@ def _find_call_sites(project: Project, name: str) -> list:
                 continue
             for c in facts_of(project, fref).calls:
                 parts = dotted(c.node.func)
-                if parts and parts[-1] == name:
+                if (parts and parts[-1] == name) or _on_object_made_here(module, c.node.func, name, project):
                     out.append((fref, c.node))
                     if len(out) > 2 * MAX_CALL_SITES:  # enough to leave MAX_CALL_SITES once a ``skip`` is taken out
                         return out
     return out
+
+
+def _on_object_made_here(module, func, name: str, project: Project) -> bool:
+    """``Builder(trunk).build(x)``: a method of the file's class called on an object built in place."""
+    if type(func) is not ast.Attribute or func.attr != name or type(func.value) is not ast.Call:
+        return False
+    made = func.value.func
+    cls = module.classes.get(made.id) if type(made) is ast.Name else None
+    return cls is not None and cls.find_method(name, project) is not None
 
 
 def calls_of(project: Project, helper: FuncRef):

@@ -6315,3 +6315,25 @@ def test_a_graph_made_once_and_captured_again_when_the_input_shape_changes():
     assert _codes(source, select=["CG509"]) == [(10, "CG509")]
     first_time_only = source.replace(' or x.shape[1] != self.x.shape[1]', '')
     assert _codes(first_time_only, select=["CG509"]) == []
+
+
+def test_graphed_callables_returned_by_a_builder_made_in_place_and_kept_on_self():
+    source = """
+        import torch
+
+        class Builder:
+            def __init__(self, blocks):
+                self.blocks = blocks
+            def build(self, x):
+                graphed = torch.cuda.make_graphed_callables(tuple(self.blocks), ((x,), (x,)))
+                return list(graphed), None
+
+        class Scorer:
+            def __init__(self, blocks, x):
+                self.layers, self.extra = Builder(blocks).build(x)
+            def score(self, h, mask):
+                for layer in self.layers:
+                    h = layer(h, mask=mask)
+                return h
+    """
+    assert _codes(source, select=["CG511"]) == [(15, "CG511")]

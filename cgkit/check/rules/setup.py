@@ -432,18 +432,7 @@ def graphed_callable_keywords(region, ctx):
     todo += _script_functions(region, graphed, project)
     for facts, names, after, depth in _graphed_visits(region, sf, todo, seen, project):
         yield from _keyword_calls(facts, names, after, project, passed_on=True)
-        fn = facts.fref.node
-        if depth >= 3 or type(fn) is ast.Module:
-            continue
-        returned = returned_positions(fn, names)
-        if facts is sf and any(type(n) is ast.Return and n.value is region.node for n in ast.walk(fn)):
-            returned[None] = "<graphed>"  # ``return torch.cuda.make_graphed_callables(policy, ...)``
-        for caller, call in call_sites(project, facts.fref.name, facts.fref) if returned else ():
-            cf = facts_of(project, caller)
-            names = bound_from(cf, call, returned)
-            if not names and None in returned:  # ``g_cnn, g_head = build()`` of ``return make_graphed_callables((cnn, head), ...)``
-                names = _bound_to(cf, call)
-            todo.append((cf, names, call.lineno, depth + 1))
+        todo += _handed_back(facts, names, depth, region, sf, project)
     yield from _keyword_calls_on_self(region, sf, project)
     yield from _keyword_calls_in_owner(region, sf, project)
 
@@ -723,13 +712,46 @@ def weight_caching_without_first_microbatch(region, ctx):
                 target = FuncRef(facts.module, node, None, func.id)
                 params = target.positional_params
                 todo.append((facts_of(project, target), {params[i] for i in passed if i < len(params)}, 0, depth + 1))
-        fn = facts.fref.node
-        if depth >= 3 or type(fn) is ast.Module:
-            continue
-        positions = returned_positions(fn, {n for n in names if n.isidentifier()})
-        for caller, call in call_sites(project, facts.fref.name, facts.fref) if positions else ():
-            cf = facts_of(project, caller)
-            todo.append((cf, bound_from(cf, call, positions), call.lineno, depth + 1))
+        todo += _handed_back(facts, names, depth, region, sf, project)
+
+
+def _handed_back(facts, names: set, depth: int, region, sf, project) -> list:
+    """Where a function returns graphed callables to (``return list(layers), noise``; ``return
+    make_graphed_callables(...)``): its callers, under the names they bind them to (``g_cnn, g_head =
+    build()``), and the methods of a caller's class when it keeps them on ``self`` (``self.layers, self.noise
+    = Builder(trunk).build(x)``), three calls deep. (facts, names, after, depth) to visit."""
+    fn = facts.fref.node
+    if depth >= 3 or type(fn) is ast.Module:
+        return []
+    returned = returned_positions(fn, {n for n in names if n.isidentifier()})
+    if facts is sf and any(type(n) is ast.Return and n.value is region.node for n in ast.walk(fn)):
+        returned[None] = "<graphed>"  # ``return torch.cuda.make_graphed_callables(policy, ...)``
+    out = []
+    for caller, call in call_sites(project, facts.fref.name, facts.fref) if returned else ():
+        cf = facts_of(project, caller)
+        bound = bound_from(cf, call, returned)
+        if not bound and None in returned:  # ``g_cnn, g_head = build()`` of ``return make_graphed_callables((cnn, head), ...)``
+            bound = _bound_to(cf, call)
+        out.append((cf, bound, call.lineno, depth + 1))
+        kept = _kept_on_self(cf, call, returned)
+        for name, node in cf.cls.methods.items() if kept else ():
+            if node is not caller.node:
+                out.append((facts_of(project, FuncRef(cf.cls.module, node, cf.cls, name)), kept, 0, depth + 1))
+    return out
+
+
+def _kept_on_self(facts, call, positions: dict) -> set:
+    """The attributes of ``self`` that take the returned values (``self.layers, self.noise = b.build()``)."""
+    if facts.cls is None or not facts.self_name:
+        return set()
+    for s in facts.self_stores:
+        stmt = s.stmt
+        if type(stmt) is ast.Assign and stmt.value is call:
+            target = stmt.targets[0]
+            parts = list(enumerate(target.elts)) if type(target) is ast.Tuple else [(None, target)]
+            return {text_of(t) for i, t in parts if i in positions and type(t) is ast.Attribute
+                    and type(t.value) is ast.Name and t.value.id == facts.self_name}
+    return set()
 
 
 def _assigned_attrs(facts, call) -> set:
