@@ -6337,3 +6337,27 @@ def test_graphed_callables_returned_by_a_builder_made_in_place_and_kept_on_self(
                 return h
     """
     assert _codes(source, select=["CG511"]) == [(15, "CG511")]
+
+
+def test_a_tuple_written_at_the_top_of_the_module_is_a_constant_to_a_compiled_function():
+    source = """
+        import numpy as np
+        import torch
+
+        CFG = {"edges": (5.0, 20.0, 30.0), "weight": 0.1}
+        EDGES = [1.0, 2.0]
+        TABLE = np.arange(4.0)
+
+        @torch.compile(mode="reduce-overhead")
+        def loss(pred, target):
+            a = torch.tensor(CFG["edges"], device=target.device)
+            b = torch.tensor(EDGES, device=target.device)
+            c = torch.as_tensor(TABLE, device=target.device)
+            return (pred - target).pow(2).mean() + a.sum() + b.sum() + c.sum()
+
+        def anneal(epoch):
+            CFG["weight"] = 0.1 * epoch
+    """
+    assert _codes(source, select=["CG301", "CG302"]) == [(12, "CG302")]
+    changed = source.replace('CFG["weight"] = 0.1 * epoch', 'CFG["edges"] = (1.0, float(epoch))')
+    assert _codes(changed, select=["CG301", "CG302"]) == [(10, "CG301"), (12, "CG302")]

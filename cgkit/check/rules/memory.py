@@ -33,7 +33,8 @@ _TENSOR_FROM_DATA = ("torch.tensor", "torch.as_tensor", "torch.asarray")
         fix="Create the tensor once before capture and reuse it (update it with `copy_()` or `fill_()` between replays).",
         what="Checks for `torch.tensor(...)` with a non-CPU `device=` inside a captured region (and `torch.as_tensor(...)` "
         "of a list or tuple written in the code; of an array it is CG302); in a CUDA-graph compiled function, only when "
-        "the data is not a list or tuple written in the code.",
+        "the data is not a list or tuple written in the code (in the call, or at the top of the module and never set "
+        "again: `EDGES`, `CFG[\"edges\"]`).",
         why="The data starts in Python objects on the host, so creating the GPU tensor is a copy from "
         "pageable memory. " + _COPY_NOTE + " Even if such a copy were recorded, the graph would replay "
         "the values seen at capture. Under `torch.compile(mode=\"reduce-overhead\")` (measured on an H200 with "
@@ -67,8 +68,36 @@ def tensor_from_host_data(c, f):
     data = _host_data_to_gpu(c, f)
     if data is not None and not _host_array(c, data):
         # a list or tuple written out: Dynamo folds it into the compiled graph as a constant
-        written = type(data) in (ast.List, ast.Tuple, ast.ListComp)
+        written = type(data) in (ast.List, ast.Tuple, ast.ListComp) or _module_constant(f, data)
         yield found(c.node, c.stmt, what=f"{c.qual}(..., device={text_of(c.kwarg('device'))})", manual_only=written)
+
+
+def _module_constant(f, data) -> bool:
+    """A list or tuple written at the top of the module and never rebound: ``EDGES = (5.0, 20.0)`` read as
+    ``EDGES``, or an entry of a module-level dict (``CFG = {"edges": (5.0, 20.0)}`` read as ``CFG["edges"]``)
+    that no code of the file sets again. Dynamo reads it as a constant, like a list written in the call."""
+    key = None
+    if type(data) is ast.Subscript and type(data.slice) is ast.Constant:
+        key, data = data.slice.value, data.value
+    if type(data) is not ast.Name or data.id in f.params or any(s.name == data.id for s in f.stores):
+        return False
+    tree = f.module.tree
+    values = [st.value for st in tree.body if type(st) is ast.Assign
+              and any(type(t) is ast.Name and t.id == data.id for t in st.targets)]
+    if len(values) != 1:
+        return False
+    value = values[0]
+    if key is not None:
+        if type(value) is not ast.Dict:
+            return False
+        value = next((v for k, v in zip(value.keys, value.values, strict=True)
+                      if type(k) is ast.Constant and k.value == key), None)
+        if any(type(t) is ast.Subscript and type(t.value) is ast.Name and t.value.id == data.id
+               and type(t.slice) is ast.Constant and t.slice.value == key
+               for node in ast.walk(tree) if type(node) in (ast.Assign, ast.AugAssign)
+               for t in (node.targets if type(node) is ast.Assign else [node.target])):
+            return False
+    return type(value) in (ast.List, ast.Tuple) and all(type(e) is ast.Constant for e in value.elts)
 
 
 def _host_data_to_gpu(c, f):
