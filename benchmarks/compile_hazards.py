@@ -129,6 +129,14 @@ def case_tensor_from_list(x):
     return x * torch.tensor([ids], device=x.device).sum()
 
 
+_LOSS_CFG = {"edges": (5.0, 20.0, 30.0, 40.0), "weight": 0.1}
+
+
+def case_tensor_from_module_tuple(x):
+    # a tuple written in a module-level settings dict, read inside the compiled function (CG301 leaves it out)
+    return x * torch.tensor(_LOSS_CFG["edges"], device=x.device).sum()
+
+
 def case_tensor_from_numpy(x):
     # a host array (made each call) moved to the GPU inside the compiled function
     import numpy as np
@@ -242,6 +250,21 @@ def _kept_while_size_changes(compiled, x):
     return [float(o.sum()) for o in outputs]
 
 
+def _batches(compiled, x, rows: int, batch: int = 8, epochs: int = 3):
+    """An epoch loop over `data[i:i + batch]` for i in range(0, rows, batch): the last slice is shorter
+    unless `rows` is a multiple of `batch`."""
+    data = torch.randn(rows, device=x.device)
+    return [compiled(data[i:i + batch]).clone() for _ in range(epochs) for i in range(0, rows, batch)]
+
+
+def _batches_ragged_tail(compiled, x):
+    return _batches(compiled, x, rows=36)
+
+
+def _batches_even(compiled, x):
+    return _batches(compiled, x, rows=32)
+
+
 def _triple(x):
     return x * 3
 
@@ -262,7 +285,8 @@ CASES = [
     ("number argument changing per call", "CG404", lambda: case_scale, _changing_argument),
     ("number argument constant", "-", lambda: case_scale, _constant_argument),
     ("torch.tensor(list of numbers, device=)", "CG301", lambda: case_tensor_from_list, _repeat),
-    ("torch.as_tensor(numpy array, device=)", "CG301", lambda: case_tensor_from_numpy, _repeat),
+    ("torch.tensor(module dict tuple, device=)", "-", lambda: case_tensor_from_module_tuple, _repeat),
+    ("torch.as_tensor(numpy array, device=)", "CG302", lambda: case_tensor_from_numpy, _repeat),
     ("time.time() used", "CG411", lambda: case_time_used, _repeat),
     ("time.perf_counter()", "CG411", lambda: case_perf_counter, _repeat),
     ("logger.info() of text", "- (CG401 not reported)", lambda: case_log, _repeat),
@@ -271,6 +295,8 @@ CASES = [
     ("output kept in a variable", "CG407", lambda: _double, _kept_in_a_variable),
     ("output cloned", "-", lambda: _double, _cloned),
     ("output kept across another compiled call", "CG407", lambda: _double, _kept_across_functions),
+    ("range(0, n, B) slices, ragged last batch", "CG206?", lambda: _double, _batches_ragged_tail),
+    ("range(0, n, B) slices, n a multiple of B", "-", lambda: _double, _batches_even),
     ("output kept, argument size grows per call", "CG407 + CG404", lambda: _head, _kept_while_size_changes),
 ]
 
