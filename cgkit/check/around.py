@@ -217,8 +217,8 @@ def _holder(target):
 
 
 def returned_positions(fn, names: set[str]) -> dict:
-    """{position in the returned tuple (None: the whole value): name} for the ``names`` a function returns
-    (``return g, out``)."""
+    """{position in the returned tuple (None: the whole value; ``(i, j)`` in a tuple returned inside it): name}
+    for the ``names`` a function returns (``return g, out``)."""
     out = {}
     cached = _tuples_cached(fn, names)
     for node in ast.walk(fn):
@@ -228,6 +228,9 @@ def returned_positions(fn, names: set[str]) -> dict:
                 out.update(cached[_text(_part_of_name(value))])  # ``cache[key] = (g, x, out)`` ... ``return cache[key]``
             elif type(value) is ast.Tuple:
                 for i, elt in enumerate(value.elts):
+                    if type(elt) is ast.Tuple:  # ``return (pse, tae), (pse_g, tae_g), monitor``: position (1, 0)...
+                        out.update({(i, j): e.id for j, e in enumerate(elt.elts) if type(e) is ast.Name and e.id in names})
+                        continue
                     elt = _part_of_name(elt)  # ``return graphed[0], list(graphed[1:-1]), graphed[-1]``
                     if type(elt) is ast.Name and elt.id in names:
                         out[i] = elt.id
@@ -267,7 +270,9 @@ def bound_from(facts, call, returned: dict) -> set[str]:
         if type(stmt) is ast.Assign and stmt.value is call:
             target = stmt.targets[0]
             if type(target) is ast.Tuple:
-                return {t.id for i, t in enumerate(target.elts) if i in returned and type(t) is ast.Name}
+                nested = {u.id for i, t in enumerate(target.elts) if type(t) is ast.Tuple
+                          for j, u in enumerate(t.elts) if (i, j) in returned and type(u) is ast.Name}
+                return nested | {t.id for i, t in enumerate(target.elts) if i in returned and type(t) is ast.Name}
             if type(target) is ast.Name and None in returned:
                 return {target.id}
     return set()

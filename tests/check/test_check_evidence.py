@@ -6361,3 +6361,35 @@ def test_a_tuple_written_at_the_top_of_the_module_is_a_constant_to_a_compiled_fu
     assert _codes(source, select=["CG301", "CG302"]) == [(12, "CG302")]
     changed = source.replace('CFG["weight"] = 0.1 * epoch', 'CFG["edges"] = (1.0, float(epoch))')
     assert _codes(changed, select=["CG301", "CG302"]) == [(10, "CG301"), (12, "CG302")]
+
+
+def test_graphed_callables_returned_in_a_nested_tuple_keep_their_names_in_the_caller():
+    source = """
+        import torch
+
+        def build(enc, head, x, z):
+            enc_g, head_g = torch.cuda.make_graphed_callables((enc, head), ((x,), (z,)))
+            return (enc, head), (enc_g, head_g), None
+
+        def train(enc, head, x, z, batches):
+            (enc, head), (enc_g, head_g), monitor = build(enc, head, x, z)
+            for b in batches:
+                head_g(enc_g(b), scale=2.0)
+    """
+    assert _codes(source, select=["CG511"]) == [(10, "CG511")]
+
+
+def test_a_hook_a_helper_registers_on_each_module_of_the_list_it_is_handed():
+    source = """
+        import torch
+
+        class Profiler:
+            def install(self, layers):
+                for i, layer in enumerate(layers):
+                    layer.register_forward_pre_hook(lambda m, a: None)
+
+        def graph_model(layers, x, profiler: Profiler):
+            profiler.install(layers)
+            return torch.cuda.make_graphed_callables(tuple(layers), tuple((x,) for _ in layers))
+    """
+    assert _codes(source, select=["CG503"]) == [(6, "CG503"), (10, "CG503")]

@@ -317,11 +317,27 @@ def _hooks_put_by_helper(facts, call, ctx):
             root = node.func.value
             while type(root) in (ast.Attribute, ast.Subscript):
                 root = root.value
-            if type(root) is not ast.Name or root.id not in params:
+            if type(root) is not ast.Name:
                 continue
-            arg = argument_for(call.node, params, root.id)
+            handed, element = root.id, False
+            if handed not in params:  # ``for i, layer in enumerate(layers): layer.register_...``
+                handed, element = _param_iterated(target.node, root.id, params), True
+            arg = argument_for(call.node, params, handed) if handed is not None else None
             if arg is not None:
-                yield target.module, node, _substituted(node.func.value, root.id, arg)
+                value = ast.Subscript(value=arg, slice=ast.Constant(0), ctx=ast.Load()) if element else arg
+                yield target.module, node, _substituted(node.func.value, root.id, value)
+
+
+def _param_iterated(fn, name: str, params) -> str | None:
+    """The parameter a loop of ``fn`` takes ``name`` from (``for layer in layers``, ``enumerate(layers)``)."""
+    for loop in (n for n in ast.walk(fn) if type(n) is ast.For):
+        targets = {t.id for t in ast.walk(loop.target) if type(t) is ast.Name}
+        it = loop.iter
+        if type(it) is ast.Call and type(it.func) is ast.Name and it.func.id in ("enumerate", "reversed") and it.args:
+            it = it.args[0]
+        if name in targets and type(it) is ast.Name and it.id in params:
+            return it.id
+    return None
 
 
 def _substituted(expr, name: str, value):
