@@ -6393,3 +6393,30 @@ def test_a_hook_a_helper_registers_on_each_module_of_the_list_it_is_handed():
             return torch.cuda.make_graphed_callables(tuple(layers), tuple((x,) for _ in layers))
     """
     assert _codes(source, select=["CG503"]) == [(6, "CG503"), (10, "CG503")]
+
+
+def test_a_list_field_of_a_settings_dataclass_used_as_an_index_in_a_region():
+    source = """
+        from dataclasses import dataclass, field
+        import torch
+
+        @dataclass
+        class Config:
+            montage: list = field(default_factory=lambda: [0, 1, 2])
+            picks: tuple = (0, 1)
+            scale: float = 1.0
+
+        class Net(torch.nn.Module):
+            def __init__(self, cfg: Config):
+                super().__init__()
+                self.montage, self.picks, self.scale = cfg.montage, cfg.picks, cfg.scale
+            def forward(self, x):
+                return x[:, self.montage] * self.scale + x[:, 0]
+
+        net = Net(Config()).cuda()
+        x = torch.zeros(2, 4, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = net(x)
+    """
+    assert _codes(source, select=["CG303"]) == [(15, "CG303")]

@@ -302,12 +302,32 @@ def _bound_to_lists(index, f) -> bool:
                     value = _stored_element(store)
                     if name == "__init__" and type(value) is ast.Name and value.id in method.params:
                         value = _passed_list(f.cls, node, value.id, f.project)
-                    elif _returns_lists(f.cls, value):  # ``self.boundary = self._boundary_nodes(solid)``
+                    elif _returns_lists(f.cls, value) or _list_field(method, value):
+                        # ``self.boundary = self._boundary_nodes(solid)``, ``self.montage = cfg.montage``
                         value = ast.List(elts=[], ctx=ast.Load())
                     values.append(value)
     else:
         return False
     return bool(values) and all(v is not None and _is_list(v) for v in values)
+
+
+def _list_field(facts, value) -> bool:
+    """``cfg.montage`` where ``cfg`` is an object of one of the project's classes whose body declares
+    ``montage`` a list: ``montage: list = field(default_factory=lambda: [0, 1, 2])``, ``List[int]``, ``= [...]``."""
+    if type(value) is not ast.Attribute:
+        return False
+    owner = facts.infer(value.value)
+    if type(owner) is not tuple or owner[0] != "inst":
+        return False
+    for stmt in owner[1].node.body:
+        if type(stmt) is ast.AnnAssign and type(stmt.target) is ast.Name and stmt.target.id == value.attr:
+            annotation = stmt.annotation.value if type(stmt.annotation) is ast.Subscript else stmt.annotation
+            default = stmt.value
+            factory = next((kw.value for kw in default.keywords if kw.arg == "default_factory"), None) \
+                if type(default) is ast.Call else None
+            return (type(annotation) is ast.Name and annotation.id in ("list", "List")) or _is_list(default) or (
+                type(factory) is ast.Lambda and _is_list(factory.body)) or (type(factory) is ast.Name and factory.id == "list")
+    return False
 
 
 def _stored_element(store):
