@@ -1258,6 +1258,10 @@ def _literal_store(facts, stmt, attr: str | None = None) -> bool:
         return value.id in facts.scalar_params
     if type(value) is ast.Subscript:  # ``self.LEVELS[level]`` with ``LEVELS = {"low": 0.3, ...}``, ``WAVELENGTHS[i]``
         entries = _table_of(facts, value.value)
+        targets = getattr(stmt, "targets", None)
+        if attr is not None and targets and type(targets[0]) is ast.Tuple:
+            # ``self.center, self.width = PRESETS[name]`` with ``PRESETS = {"lung": (-600.0, 1500.0), ...}``
+            return bool(entries) and all(type(v) is ast.Tuple and all(scalar_literal(e) for e in v.elts) for v in entries)
         return bool(entries) and all(scalar_literal(v) for v in entries)
     return scalar_literal(value) or command_line_number(facts.module, value) or _number_loop_variable(facts, value)
 

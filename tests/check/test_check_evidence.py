@@ -3324,7 +3324,7 @@ def test_a_setting_picked_from_a_module_level_list_of_numbers_is_a_python_value(
                 model.wavelength = WAVELENGTHS[step % 3]
                 model(x)
     """
-    assert _codes(source, select=["CG404"]) == [(11, "CG404")]
+    assert _codes(source, select=["CG404"]) == [(11, "CG404"), (11, "CG404")]  # the centre and the width
     assert _codes(source.replace("WAVELENGTHS[step % 3]", "choose(step)"), select=["CG404"]) == []
 
 
@@ -3899,7 +3899,7 @@ def test_a_setting_changed_through_a_part_of_a_local_object_between_calls():
                     live.running.weather_factor = 1.0 + 0.15 * ((tick // 20) % 3)
                 eta = live.predict(torch.randn(900, 12, device="cuda"))
     """
-    assert _codes(source, select=["CG404"]) == [(11, "CG404")]
+    assert _codes(source, select=["CG404"]) == [(11, "CG404"), (11, "CG404")]  # the centre and the width
     # Set once before the calls: its starting value.
     once = source.replace("""            for tick in range(600):
                 if tick % 20 == 0:
@@ -6420,3 +6420,28 @@ def test_a_list_field_of_a_settings_dataclass_used_as_an_index_in_a_region():
             y = net(x)
     """
     assert _codes(source, select=["CG303"]) == [(15, "CG303")]
+
+
+def test_numbers_unpacked_from_a_table_of_tuples_by_a_setter_change_between_replays():
+    source = """
+        import torch
+
+        PRESETS = {"lung": (-600.0, 1500.0), "soft": (40.0, 400.0)}
+
+        class Viewer:
+            def __init__(self):
+                self.center, self.width = PRESETS["soft"]
+                self.x = torch.zeros(4, device="cuda")
+                self.g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.g):
+                    self.out = (self.x - self.center) / self.width
+
+            def set_preset(self, name):
+                self.center, self.width = PRESETS[name]
+
+            def show(self, x):
+                self.x.copy_(x)
+                self.g.replay()
+                return self.out.clone()
+    """
+    assert _codes(source, select=["CG404"]) == [(11, "CG404"), (11, "CG404")]  # the centre and the width
