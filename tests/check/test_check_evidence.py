@@ -6445,3 +6445,21 @@ def test_numbers_unpacked_from_a_table_of_tuples_by_a_setter_change_between_repl
                 return self.out.clone()
     """
     assert _codes(source, select=["CG404"]) == [(11, "CG404"), (11, "CG404")]  # the centre and the width
+
+
+def test_an_output_read_after_another_compiled_call_in_the_same_loop_iteration():
+    source = """
+        import torch
+
+        def demo(head, other, clips):
+            head_c = torch.compile(head, mode="reduce-overhead")
+            other_c = torch.compile(other, mode="reduce-overhead")
+            for z in clips:
+                logits = head_c(z)
+                cal = other_c(z)
+                probs = logits.softmax(-1)
+                first = head_c(z).clone()
+                again = other_c(z)
+                both = first + again
+    """
+    assert _codes(source, select=["CG407"]) == [(9, "CG407")]

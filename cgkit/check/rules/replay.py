@@ -2097,7 +2097,7 @@ def _kept(facts, name, stmt, call_node, others, loops):
         # (measured on torch 2.11: an encoder's output passed to a compiled scorer twice and read, no
         # error; the same without a backward raises; benchmarks/heldout3_disputes.py).
         later_calls = []
-    if loop is None and later_calls:
+    if later_calls:
         first_call = min(later_calls, key=lambda n: (n.lineno, n.col_offset))
         done = (first_call.end_lineno, first_call.end_col_offset)  # its arguments are read before it runs
         for load in facts.loads:  # reported where it is read: that read raises
