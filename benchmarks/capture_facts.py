@@ -8,6 +8,10 @@
   and the error text.
 * capture-begin-side-stream: the same on a side stream captures and replays right.
 * graph-stream-default: `torch.cuda.graph(g, stream=torch.cuda.default_stream())` (CG603).
+* graph-stream-current: `torch.cuda.graph(g, stream=torch.cuda.current_stream())` with no side stream
+  set, so the current stream is the default one (CG603).
+* as-tensor-host-array-in-capture: `torch.as_tensor(numpy_array, device="cuda")` inside capture (CG302).
+* tensor-of-python-list-in-capture: `torch.tensor([...], device="cuda")` inside capture (CG301).
 * autocast-inside-capture: autocast entered and left inside the capture, weights changed between
   replays: whether the replay uses the new weights (what CG501 leaves out: it reports autocast around
   a capture, where casts made before it are cached).
@@ -79,6 +83,33 @@ def graph_on_default_stream() -> dict:
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g, stream=torch.cuda.default_stream()):
         y = x * 2
+    return {"captured": True, "y_shape": list(y.shape)}
+
+
+def graph_on_current_stream() -> dict:
+    x = torch.randn(64, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=torch.cuda.current_stream()):
+        y = x * 2
+    return {"captured": True, "y_shape": list(y.shape)}
+
+
+def as_tensor_host_array_in_capture() -> dict:
+    import numpy as np
+
+    table = np.arange(4, dtype=np.float32)
+    x = torch.ones(4, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = x * torch.as_tensor(table, device="cuda")
+    return {"captured": True, "y_shape": list(y.shape)}
+
+
+def tensor_of_python_list_in_capture() -> dict:
+    x = torch.ones(2, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = x * torch.tensor([1.0, 2.0], device="cuda")
     return {"captured": True, "y_shape": list(y.shape)}
 
 
@@ -199,6 +230,9 @@ FACTS = {
     "capture-begin-side-stream": capture_begin_side_stream,
     "autocast-inside-capture": autocast_inside_capture,
     "graph-stream-default": graph_on_default_stream,
+    "graph-stream-current": graph_on_current_stream,
+    "as-tensor-host-array-in-capture": as_tensor_host_array_in_capture,
+    "tensor-of-python-list-in-capture": tensor_of_python_list_in_capture,
     "capture-begin-default-stream": capture_begin_default_stream,
     "parameter-storage-swap-in-capture": parameter_storage_swap_in_capture,
     "host-generator-object-in-capture": host_generator_object_in_capture,
