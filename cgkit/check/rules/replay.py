@@ -1129,7 +1129,7 @@ def _tensor_containers_read(region, ctx, sf) -> set[str]:
     for facts, (lo, hi), _chain in region.reached:
         if facts.cls is not sf.cls:
             continue
-        for node, stmt in facts.subscripts:
+        for node, _stmt in facts.subscripts:
             if lo <= node.lineno <= hi and type(node.value) is ast.Attribute and is_self_attr(node.value, facts.self_name):
                 read.add(node.value.attr)
     filled = set()
