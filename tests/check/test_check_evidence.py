@@ -6463,3 +6463,24 @@ def test_an_output_read_after_another_compiled_call_in_the_same_loop_iteration()
                 both = first + again
     """
     assert _codes(source, select=["CG407"]) == [(9, "CG407")]
+
+
+def test_parameters_of_the_model_a_compiled_optimizer_step_updates_replaced_by_the_holder():
+    source = """
+        import torch
+
+        class Client:
+            def __init__(self, model):
+                self.model = model
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                self._opt_step = torch.compile(self.opt.step, mode="reduce-overhead")
+
+            def receive(self, state):
+                self.model.load_state_dict(state)
+
+            def receive_fast(self, params):
+                with torch.no_grad():
+                    for p, g in zip(self.model.parameters(), params):
+                        p.data = g.clone()
+    """
+    assert _codes(source, select=["CG405"]) == [(15, "CG405")]

@@ -1299,11 +1299,11 @@ def compiled_model_state_replaced_by_holder(region, ctx):
     if type(call) is not ast.Call or not call.args:
         return
     holder = facts_of(ctx.project, region.scope)
-    root = text_of(module_itself(call.args[0]))
+    roots = {text_of(module_itself(call.args[0]))}
+    roots |= _stepped_models(holder, call.args[0])  # ``torch.compile(self.opt.step)``: the model it updates
     aliases = {f"{holder.self_name}.{s.attr}" for s in holder.self_stores
-               if s.value is not None and text_of(module_itself(s.value)) == root}
-    if root.startswith(f"{holder.self_name}."):
-        aliases.add(root)
+               if s.value is not None and text_of(module_itself(s.value)) in roots}
+    aliases |= {root for root in roots if root and root.startswith(f"{holder.self_name}.")}
     if not aliases:
         return
     read = set()  # tensors the compiled code reads on the modules it runs
@@ -1563,6 +1563,21 @@ def parameter_storage_swapped_in_capture(region, ctx):
                 continue
             if _iterates_parameters(facts, owner.id) or is_tensor(facts.infer(owner)):
                 yield found(stmt, module=facts.module, what=f"{owner.id}.data")
+
+
+def _stepped_models(holder, compiled) -> set[str]:
+    """``torch.compile(self.opt.step)`` with ``self.opt = torch.optim.SGD(model.parameters(), ...)``: the
+    models whose parameters the compiled step updates (``model``), as the holder names them."""
+    if type(compiled) is not ast.Attribute or compiled.attr != "step" or not is_self_attr(compiled.value, holder.self_name):
+        return set()
+    out = set()
+    for store in holder.self_stores:
+        value = store.value
+        if store.attr == compiled.value.attr and type(value) is ast.Call and value.args:
+            first = value.args[0]
+            if type(first) is ast.Call and type(first.func) is ast.Attribute and first.func.attr == "parameters":
+                out.add(text_of(module_itself(first.func.value)))
+    return out - {None}
 
 
 def _iterates_parameters(facts, name: str, models: set[str] | None = None) -> bool:
