@@ -6484,3 +6484,44 @@ def test_parameters_of_the_model_a_compiled_optimizer_step_updates_replaced_by_t
                         p.data = g.clone()
     """
     assert _codes(source, select=["CG405"]) == [(15, "CG405")]
+
+
+_SCHEDULE_OBJECT = """
+    import torch
+
+    class Trainer:
+        def __init__(self, model):
+            self.model = model.cuda()
+            self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05)
+            self.opt_step = torch.compile(self.opt.step, mode="reduce-overhead")
+
+        def step(self, x):
+            self.model(x).sum().backward()
+            self.opt_step()
+            self.opt.zero_grad(set_to_none=True)
+
+    class Schedule:
+        def __init__(self, holder):
+            self.opt = holder.opt
+
+        def on_epoch(self, epoch):
+            for g in self.opt.param_groups:
+                g["lr"] = 0.05 * (0.5 ** (epoch // 3))
+
+    def fit(model, loader, epochs=12):
+        tr = Trainer(model)
+        sched = Schedule(tr)
+        for epoch in range(epochs):
+            for x in loader:
+                tr.step(x.cuda())
+            sched.on_epoch(epoch)
+"""
+
+
+def test_a_schedule_object_holding_the_compiled_steps_optimizer_changes_its_groups_between_steps():
+    assert _codes(_SCHEDULE_OBJECT, select=["CG404"]) == [(20, "CG404")]
+
+
+def test_a_schedule_object_holding_another_optimizer_is_not_reported():
+    other = _SCHEDULE_OBJECT.replace("sched = Schedule(tr)", "sched = Schedule(make_holder())")
+    assert _codes(other, select=["CG404"]) == []

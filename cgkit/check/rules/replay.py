@@ -786,7 +786,7 @@ def _group_changes(region, ctx, owner: str, tensor_lr: bool, stepping: set):
             in_loop = any(lp.lineno <= stmt.lineno <= lp.end_lineno and not near.iterates_param_groups(lp)
                           for lp in facts.loops)
             if (in_loop or fref.key in stepping or _called_where_steps_repeat(fref, region, ctx, owner)
-                    or _setter_at_run_time(fref, stmt, region, ctx)) \
+                    or _setter_at_run_time(fref, stmt, region, ctx) or _called_beside_steps(fref, region, ctx, stepping)) \
                     and not _overwritten_before_next_step(facts, stmt, target_node, region, ctx):
                 yield found(stmt, module=facts.module, what=f'{owner}.param_groups[...]["{key}"]',
                             detail=_COMPILED_STEP_DETAIL.format(owner=owner, line=region.line, key=key))
@@ -811,6 +811,42 @@ def _called_where_steps_repeat(fref, region, ctx, owner: str) -> bool:
         for inv in near.invocations(region, ctx):
             if inv.facts.fref.key == caller.key and any(lo <= call.lineno <= hi for lo, hi in inv.loops):
                 return True
+    return False
+
+
+def _called_beside_steps(fref, region, ctx, stepping: set) -> bool:
+    """A method of another object that holds the optimizer (``Schedule(trainer)`` with ``self.opt =
+    trainer.opt``), called in a loop that also calls a function running the compiled step: ``for epoch
+    ...: for b in loader: tr.step(b)`` then ``sched.on_epoch(epoch)``."""
+    if fref.cls is None or type(fref.node) is ast.Module or not _built_by_or_with(fref.cls, region, ctx):
+        return False
+    names = {inv.facts.fref.name for inv in near.invocations(region, ctx)}
+    for caller, call in callers.call_sites(ctx.project, fref.name, fref):
+        facts = facts_of(ctx.project, caller)
+        for loop in facts.loops:
+            if loop.lineno <= call.lineno <= loop.end_lineno and any(
+                    c.meth in names and loop.lineno <= c.node.lineno <= loop.end_lineno for c in facts.calls):
+                return True
+    return False
+
+
+def _built_by_or_with(cls, region, ctx) -> bool:
+    """Objects of ``cls`` are built by the class that compiles the step (``DecayStrategy(self.opt)`` in its
+    methods) or handed one of its objects (``Schedule(trainer)``): what they hold is that class's optimizer."""
+    owner = region.scope.cls if region.scope is not None else None
+    if owner is None:
+        return False
+    for fref in callers.functions_of(region.module):
+        facts = facts_of(ctx.project, fref)
+        for c in facts.calls:
+            if type(c.node.func) is not ast.Name or c.node.func.id != cls.name:
+                continue
+            if fref.cls is owner:
+                return True
+            for arg in [*c.node.args, *(kw.value for kw in c.node.keywords)]:
+                kind = facts.infer(arg)
+                if type(kind) is tuple and kind[0] == "inst" and owner in kind[1].mro(ctx.project):
+                    return True
     return False
 
 
