@@ -6525,3 +6525,21 @@ def test_a_schedule_object_holding_the_compiled_steps_optimizer_changes_its_grou
 def test_a_schedule_object_holding_another_optimizer_is_not_reported():
     other = _SCHEDULE_OBJECT.replace("sched = Schedule(tr)", "sched = Schedule(make_holder())")
     assert _codes(other, select=["CG404"]) == []
+
+
+def test_a_compiled_output_appended_to_a_list_a_dict_of_the_object_keeps_per_key():
+    source = """
+        import torch
+
+        class Assessor:
+            def __init__(self, model):
+                self.run = torch.compile(model, mode="reduce-overhead")
+                self.history = {}
+
+            def assess(self, pack_id, x):
+                soh = self.run(x)
+                self.history.setdefault(pack_id, []).append(soh)
+                self.history.setdefault("copies", []).append(soh.clone())
+                return soh.clone()
+    """
+    assert _codes(source, select=["CG407"]) == [(10, "CG407")]

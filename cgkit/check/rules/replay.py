@@ -2166,8 +2166,10 @@ def _outliving_container(facts, stmt) -> str | None:
     if type(call) is not ast.Call or type(call.func) is not ast.Attribute or call.func.attr not in ("append", "extend", "insert"):
         return None
     whole = holder = call.func.value
-    while type(holder) is ast.Subscript:  # ``UI["frames"].append(img)``: a list kept in a dict that outlives it
-        holder = holder.value
+    # ``UI["frames"].append(img)``, ``self.history.setdefault(key, []).append(y)``: a list kept in a dict that outlives it
+    while type(holder) is ast.Subscript or (type(holder) is ast.Call and type(holder.func) is ast.Attribute
+                                             and holder.func.attr == "setdefault"):
+        holder = holder.value if type(holder) is ast.Subscript else holder.func.value
     if type(holder) is ast.Attribute and type(holder.value) is ast.Name and holder.value.id == facts.self_name:
         return text_of(whole)
     if type(holder) is ast.Name and type(facts.fref.node) is not ast.Module \
