@@ -679,7 +679,8 @@ def configured_here(facts, owner, stmt, region) -> bool:
     (``for blk in model.blocks``: the model's parts) and what the capture returned (``embed, g = build()``)
     are the graph's own."""
     if type(owner) is not ast.Name or _handed_to_compiled(facts, owner.id, stmt, region) \
-            or _runner_used_in_loop(facts, owner.id, stmt, region) or _handed_to_runner(facts, owner.id, stmt, region):
+            or _runner_used_in_loop(facts, owner.id, stmt, region) or _handed_to_runner(facts, owner.id, stmt, region) \
+            or _handed_to_capture(facts, owner.id, stmt, region):
         return False
     local = {s.name for s in facts.stores if s.name == owner.id and not s.loop_target and not _returned_by_capture(s, region)}
     return (owner.id in local and owner.id not in facts.params) or _built_here(facts, owner.id, stmt, region)
@@ -698,6 +699,20 @@ def _runner_used_in_loop(facts, name: str, stmt, region) -> bool:
     loops = [lp for lp in facts.loops if lp.lineno <= stmt.lineno <= lp.end_lineno]
     return any(type(c.node.func) is ast.Attribute and type(c.node.func.value) is ast.Name and c.node.func.value.id == name
                and any(lp.lineno <= c.node.lineno <= lp.end_lineno for lp in loops) for c in facts.calls)
+
+
+def _handed_to_capture(facts, name: str, stmt, region) -> bool:
+    """``stem_g, ... = graph_model(cfg, stem, ...)`` (the function that captures or graphs), then, in a loop
+    below, ``stem.mq_scale = ...``: the object the graph was made from, changed while the graph is in use."""
+    scope = region.scope
+    if region.klass != "manual" or scope is None or type(scope.node) is ast.Module or scope.name == "__init__":
+        return False
+    if not any(lp.lineno <= stmt.lineno <= lp.end_lineno for lp in facts.loops):
+        return False
+    return any(c.node.lineno < stmt.lineno and (c.meth == scope.name or (type(c.node.func) is ast.Name
+                                                                         and c.node.func.id == scope.name))
+               and any(type(a) is ast.Name and a.id == name for a in [*c.node.args, *(k.value for k in c.node.keywords)])
+               for c in facts.calls)
 
 
 def _handed_to_runner(facts, name: str, stmt, region) -> bool:

@@ -6543,3 +6543,31 @@ def test_a_compiled_output_appended_to_a_list_a_dict_of_the_object_keeps_per_key
                 return soh.clone()
     """
     assert _codes(source, select=["CG407"]) == [(10, "CG407")]
+
+
+def test_a_module_handed_to_the_graphing_function_and_changed_in_the_loop_that_replays():
+    source = """
+        import torch
+
+        class Stem(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(8, 8)
+                self.scale = 1.0
+            def forward(self, x):
+                return self.lin(x) * self.scale
+
+        def graph_model(stem, x):
+            return torch.cuda.make_graphed_callables(stem, (x,))
+
+        def main(batches, x):
+            stem = Stem().cuda()
+            stem.scale = 0.5
+            stem_g = graph_model(stem, x)
+            for step, b in enumerate(batches):
+                stem.scale = 1.0 + 0.5 * min(step / 5000, 1.0)
+                stem_g(b).sum().backward()
+    """
+    assert _codes(source, select=["CG404"]) == [(9, "CG404")]
+    set_up_once = source.replace("                stem.scale = 1.0 + 0.5 * min(step / 5000, 1.0)\n", "")
+    assert _codes(set_up_once, select=["CG404"]) == []
