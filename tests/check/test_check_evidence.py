@@ -6571,3 +6571,35 @@ def test_a_module_handed_to_the_graphing_function_and_changed_in_the_loop_that_r
     assert _codes(source, select=["CG404"]) == [(9, "CG404")]
     set_up_once = source.replace("                stem.scale = 1.0 + 0.5 * min(step / 5000, 1.0)\n", "")
     assert _codes(set_up_once, select=["CG404"]) == []
+
+
+def test_a_dataclass_runner_filling_its_inputs_in_post_init_is_setting_up_not_replacing():
+    source = """
+        from dataclasses import dataclass, field
+        import torch
+
+        @dataclass
+        class Runner:
+            model: torch.nn.Module
+            graphs: dict = field(default_factory=dict)
+
+            def __post_init__(self) -> None:
+                self.bias = torch.zeros(8, device="cuda")
+
+            def build(self) -> None:
+                x = torch.zeros(4, 8, device="cuda")
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    y = self.model(x) + self.bias
+                self.graphs[4] = (g, x, y)
+
+            def reset_bias(self) -> None:
+                self.bias = torch.ones(8, device="cuda")
+
+            def run(self, x):
+                g, static_x, y = self.graphs[4]
+                static_x.copy_(x)
+                g.replay()
+                return y.clone()
+    """
+    assert _codes(source, select=["CG405"]) == [(20, "CG405")]  # reset_bias, not __post_init__

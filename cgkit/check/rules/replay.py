@@ -435,7 +435,7 @@ def host_counter_in_container(item, f):
 def host_attribute_update(item, f):
     """``self.count += 1`` and ``self.total = self.total + 1`` on a Python number."""
     attr, stmt, value, _kind = item
-    if f.fref.name == "__init__":
+    if f.fref.name in near.CONSTRUCTION:
         return  # the object being built
     kind = attr_kind(f.cls, attr, f.project) if f.cls is not None else None
     if type(stmt) is ast.AugAssign:
@@ -1223,11 +1223,11 @@ def runner_input_replaced_by_another_method(region, ctx):
             break
         captures |= more
     runs = {facts.fref.name for facts, _span, _chain in region.reached if facts.cls is cls}
-    init = methods.get("__init__")
-    setup = {c.meth for c in init.calls if is_self_attr(c.node.func, init.self_name)} if init is not None else set()
+    setup = {c.meth for name in near.CONSTRUCTION if name in methods  # what the constructor runs
+             for c in methods[name].calls if is_self_attr(c.node.func, methods[name].self_name)}
     containers = _input_containers(region, ctx, around)
     for name, facts in methods.items():
-        if name == "__init__" or name in captures or name in runs or name in replaying or name in setup \
+        if name in near.CONSTRUCTION or name in captures or name in runs or name in replaying or name in setup \
                 or ctx.captures_in(facts.fref):
             continue  # set-up that runs before any capture, the captures (this one, new ones), and what replays
         how = f"replaced by `{cls.name}.{name}()` while the graph goes on replaying"
@@ -1314,7 +1314,7 @@ def compiled_module_state_rebound(region, ctx):
             methods.add(facts.fref.name)
     for cls, attrs, methods in reads.values():
         for name, node in cls.methods.items():
-            if name in methods or name == "__init__" or name not in between_calls:
+            if name in methods or name in near.CONSTRUCTION or name not in between_calls:
                 continue
             facts = facts_of(ctx.project, FuncRef(cls.module, node, cls, name))
             for store in facts.self_stores:
@@ -1349,7 +1349,7 @@ def compiled_model_state_replaced_by_holder(region, ctx):
             read |= {n.attr for n in facts.self_loads if is_tensor(attr_kind(facts.cls, n.attr, ctx.project))}
     cls = region.scope.cls
     for name, node in cls.methods.items():
-        if name in (region.scope.name, "__init__"):
+        if name == region.scope.name or name in near.CONSTRUCTION:
             continue
         facts = facts_of(ctx.project, FuncRef(cls.module, node, cls, name))
         how = f"replaced by `{cls.name}.{name}()`"
