@@ -6603,3 +6603,17 @@ def test_a_dataclass_runner_filling_its_inputs_in_post_init_is_setting_up_not_re
                 return y.clone()
     """
     assert _codes(source, select=["CG405"]) == [(20, "CG405")]  # reset_bias, not __post_init__
+
+
+def test_compile_options_bound_with_a_type_annotation_at_the_top_of_the_module():
+    source = """
+        from typing import Final
+        import torch
+
+        CG: Final[dict[str, bool]] = {"triton.cudagraphs": True}
+
+        @torch.compile(options=CG)
+        def mask(x: torch.Tensor) -> torch.Tensor:
+            return x[x > 0]
+    """
+    assert _codes(source) == [(8, "CG203")]
