@@ -6617,3 +6617,59 @@ def test_compile_options_bound_with_a_type_annotation_at_the_top_of_the_module()
             return x[x > 0]
     """
     assert _codes(source) == [(8, "CG203")]
+
+
+def test_an_annotated_local_keeps_the_device_its_value_shows():
+    source = """
+        import torch
+        from torch import Tensor
+
+        def norm_stats() -> tuple[Tensor, Tensor]:
+            mean: Tensor = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+            on_gpu: Tensor = torch.zeros(3, device="cuda")
+            return mean.to("cuda", non_blocking=True), on_gpu.to("cuda", non_blocking=True)
+
+        x = torch.zeros(2, 3, 4, 4, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            m, s = norm_stats()
+            y = (x - m) / s
+    """
+    assert _codes(source, select=["CG302"]) == [(7, "CG302")]
+
+
+def test_a_caching_autocast_helper_entered_in_the_same_with_as_the_capture():
+    source = """
+        import contextlib
+        import torch
+
+        class Runner:
+            def __init__(self, model):
+                self.model, self.graph = model, torch.cuda.CUDAGraph()
+                self.x = torch.zeros(2, 4, device="cuda")
+
+            @contextlib.contextmanager
+            def _precision(self):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    yield
+
+            def capture(self):
+                with self._precision(), torch.cuda.graph(self.graph):
+                    self.y = self.model(self.x)
+    """
+    assert _codes(source, select=["CG501"]) == [(11, "CG501")]
+
+
+def test_a_caching_autocast_entered_in_the_same_with_as_the_capture():
+    source = """
+        import torch
+
+        model = torch.nn.Linear(4, 4).cuda()
+        x = torch.zeros(2, 4, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.autocast("cuda", dtype=torch.float16), torch.cuda.graph(g):
+            y = model(x)
+        with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False), torch.cuda.graph(torch.cuda.CUDAGraph()):
+            z = model(x)
+    """
+    assert _codes(source, select=["CG501"]) == [(6, "CG501")]

@@ -79,6 +79,11 @@ def autocast_cache_enabled(region, ctx):
     for anc in region.ancestors:
         if type(anc) in (ast.With, ast.AsyncWith):
             yield from _caching_autocast(sf, anc, what, region.module, ctx)
+    stmt = region.stmt  # ``with self._precision(), torch.cuda.graph(g):``: the items entered before the capture
+    if type(stmt) in (ast.With, ast.AsyncWith):
+        before = [item for item in stmt.items if item.context_expr is not region.node
+                  and item.context_expr.col_offset < getattr(region.node, "col_offset", 0)]
+        yield from _caching_autocast(sf, ast.With(items=before, body=[]), what, region.module, ctx)
     # The capturing function decorated with a caching autocast (``@torch.autocast("cuda") def capture(self):``).
     for dec in getattr(region.scope.node, "decorator_list", ()) if region.scope is not None else ():
         yield from _caching_autocast_call(sf, dec, what, region.module)
