@@ -641,7 +641,13 @@ def _first_use(facts, region, after: int) -> int:
     classes = _capturing_constructors(region)
     built = {s.name for s in facts.stores if type(s.node) is ast.Assign and type(s.node.value) is ast.Call
              and type(s.node.value.func) is ast.Name and s.node.value.func.id in classes}
-    uses = [c.node.lineno for c in facts.calls if c.node.lineno > after and _called_on(c.node.func) in built]
+    # ``model.forward = torch.compile(model.forward)`` at the top: ``model``, and the script's functions
+    # that call it (``session(stream)``)
+    compiled = {n.split(".")[0] for n in compiled_names(region)} & {s.name for s in facts.stores}
+    callers_of = {name for name, node in region.module.defs.items()
+                  if any(type(n) is ast.Call and _called_on(n.func) in compiled for n in ast.walk(node))}
+    uses = [c.node.lineno for c in facts.calls if c.node.lineno > after and (
+        _called_on(c.node.func) in built | compiled or (type(c.node.func) is ast.Name and c.node.func.id in callers_of))]
     if not uses:
         return after
     first = min(uses)  # in a loop, the loop's own lines run again after it
@@ -721,7 +727,7 @@ def _handed_to_runner(facts, name: str, stmt, region) -> bool:
     which keeps it, and the loop that changes it runs the graph between two of these stores."""
     scope = region.scope
     if scope is None or scope.cls is None:
-        return False
+        return _handed_to_compiled_model(facts, name, stmt, region)
     loops = [lp for lp in facts.loops if lp.lineno <= stmt.lineno <= lp.end_lineno]
     for store in facts.stores if loops else ():
         value = getattr(store.node, "value", None)
@@ -736,6 +742,26 @@ def _handed_to_runner(facts, name: str, stmt, region) -> bool:
                 and c.node.func.value.id == store.name and any(lp.lineno <= c.node.lineno <= lp.end_lineno for lp in loops)
                 for c in facts.calls):
             return True
+    return False
+
+
+def _handed_to_compiled_model(facts, name: str, stmt, region) -> bool:
+    """The script's own code: ``model = AstroNet(view, detrend)`` then ``model.forward = torch.compile(...)``;
+    ``detrend.sigma_clip = 4.0`` below, once the compiled model has run (which lines run while it is in use,
+    :func:`lines_after_capture` says): the object the compiled model was built with."""
+    if region.klass != "compile" or type(facts.fref.node) is not ast.Module:
+        return False
+    classes = {root.cls for root in region.roots if root.cls is not None}
+    for store in facts.stores:
+        value = getattr(store.node, "value", None)
+        if store.node.lineno >= stmt.lineno or type(value) is not ast.Call:
+            continue
+        builds = [c for c in ast.walk(value) if type(c) is ast.Call and any(
+            type(a) is ast.Name and a.id == name for a in [*c.args, *(k.value for k in c.keywords)])]
+        for c in builds:
+            kind = facts.infer(c)
+            if type(kind) is tuple and kind[0] == "inst" and any(cls in kind[1].mro(facts.project) for cls in classes):
+                return True
     return False
 
 
@@ -808,7 +834,10 @@ def _lines_after_capture(fref, region, ctx) -> int | None:
                                               if r.scope is not None and r.scope.key == fref.key):
             return None
         # ``opt_step = torch.compile(opt.step)`` then a training loop calling ``train_step``: compiling is
-        # lazy, so below that line the function runs while the compiled code is in use
+        # lazy, so below that line the function runs while the compiled code is in use (at the top of a
+        # script, from the first use of what was compiled)
+        if type(fref.node) is ast.Module:
+            return _first_use(facts_of(ctx.project, fref), region, setup[fref.key])
         return setup[fref.key]
     after = _below_capture_calls(facts_of(ctx.project, fref), region)
     if after is None:

@@ -6673,3 +6673,43 @@ def test_a_caching_autocast_entered_in_the_same_with_as_the_capture():
             z = model(x)
     """
     assert _codes(source, select=["CG501"]) == [(6, "CG501")]
+
+
+_SCRIPT_COMPILED_MODEL = """
+    import torch
+
+    class Detrend:
+        sigma_clip: float = 3.0
+
+    class Net(torch.nn.Module):
+        def __init__(self, detrend):
+            super().__init__()
+            self.detrend = detrend
+            self.lin = torch.nn.Linear(8, 8)
+        def forward(self, x):
+            return self.lin(x).clamp(-self.detrend.sigma_clip, self.detrend.sigma_clip)
+
+    detrend = Detrend()
+    model = Net(detrend).cuda()
+    model.forward = torch.compile(model.forward, mode="max-autotune")
+
+    def vet(batches):
+        return [model(b).clone() for b in batches]
+
+    if __name__ == "__main__":
+        batches = [torch.randn(4, 8, device="cuda") for _ in range(3)]
+        detrend.sigma_clip = 3.5
+        vet(batches)
+        detrend.sigma_clip = 4.0
+        vet(batches)
+"""
+
+
+def test_a_settings_object_a_script_compiled_model_was_built_with_changed_after_its_first_use():
+    assert _codes(_SCRIPT_COMPILED_MODEL, select=["CG404"]) == [(12, "CG404")]
+
+
+def test_a_settings_object_set_before_the_script_first_uses_its_compiled_model_is_set_up():
+    once = _SCRIPT_COMPILED_MODEL.replace("        detrend.sigma_clip = 4.0\n        vet(batches)\n", "")
+    assert once != _SCRIPT_COMPILED_MODEL
+    assert _codes(once, select=["CG404"]) == []
