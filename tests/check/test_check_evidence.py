@@ -6713,3 +6713,27 @@ def test_a_settings_object_set_before_the_script_first_uses_its_compiled_model_i
     once = _SCRIPT_COMPILED_MODEL.replace("        detrend.sigma_clip = 4.0\n        vet(batches)\n", "")
     assert once != _SCRIPT_COMPILED_MODEL
     assert _codes(once, select=["CG404"]) == []
+
+
+def test_an_annotated_compiled_output_kept_across_iterations():
+    source = """
+        from typing import NamedTuple
+        import torch
+        from torch import Tensor
+
+        class Decision(NamedTuple):
+            logits: Tensor
+            label: Tensor
+
+        model = torch.nn.Linear(8, 8).cuda()
+        model.forward = torch.compile(model.forward, mode="max-autotune")
+
+        def session(stream: list[Tensor]) -> list[Tensor]:
+            history: list[Tensor] = []
+            whole, stamp = 0, 0
+            for window in stream:
+                dec: Tensor = model(window)
+                history.append(dec)
+            return history
+    """
+    assert _codes(source, select=["CG407"]) == [(17, "CG407")]
