@@ -71,6 +71,24 @@ class _Selection:
         return not (per_file and noqa.matches(code, per_file))
 
 
+class _AnnotatedAssignments(ast.NodeTransformer):
+    """``x: Tensor = f()`` and ``self.scale: float = 1.0`` in code are read as the assignments they are (with
+    the annotation kept on the node, ``.annotation``); a class body's ``field: T = default`` lines stay
+    annotations (dataclass fields, read as such)."""
+
+    def visit_ClassDef(self, node):
+        node.body = [stmt if type(stmt) is ast.AnnAssign else self.visit(stmt) for stmt in node.body]
+        return node
+
+    def visit_AnnAssign(self, node):
+        if node.value is None:
+            return node
+        assign = ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
+        assign.end_lineno, assign.end_col_offset = node.end_lineno, node.end_col_offset
+        assign.annotation = node.annotation
+        return assign
+
+
 class RegionContext:
     def __init__(self, project: Project, all_regions):
         self.project = project
@@ -134,7 +152,7 @@ class Checker:
     # -- reading -------------------------------------------------------------------------------
     def _parse(self, source: Source, checked: bool) -> ModuleIndex | None:
         try:
-            tree = ast.parse(source.text, filename=source.path)
+            tree = _AnnotatedAssignments().visit(ast.parse(source.text, filename=source.path))
         except SyntaxError as exc:
             if checked:
                 line = exc.lineno or 1

@@ -724,6 +724,9 @@ def _h_assign(f: Facts, n) -> None:
                 f._store_target(target, None, n)
         return
     kind = f.infer(value)
+    annotation = getattr(n, "annotation", None)  # ``x: Tensor = f()``, read as an assignment
+    if annotation is not None and not is_tensor(kind) and _is_tensor_annotation(annotation):
+        kind = TENSOR
     for target in n.targets:
         f._store_target(target, kind, n)
         if type(target) is ast.Subscript and type(n.value) is ast.Name:

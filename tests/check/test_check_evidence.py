@@ -6737,3 +6737,30 @@ def test_an_annotated_compiled_output_kept_across_iterations():
             return history
     """
     assert _codes(source, select=["CG407"]) == [(17, "CG407")]
+
+
+def test_annotated_assignments_in_code_are_read_as_assignments():
+    source = """
+        import torch
+        from torch import Tensor
+
+        class Runner:
+            def __init__(self, model: torch.nn.Module) -> None:
+                self.x: Tensor = torch.zeros(4, 8, device="cuda")
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    self.out: Tensor = model(self.x)
+
+            def run(self, x: Tensor) -> Tensor:
+                self.x.copy_(x)
+                self.graph.replay()
+                return self.out
+
+        def track(runner: Runner, frames: list[Tensor]) -> list[Tensor]:
+            gallery: list[Tensor] = []
+            for f in frames:
+                emb: Tensor = runner.run(f)
+                gallery.append(emb)
+            return gallery
+    """
+    assert _codes(source, select=["CG407"]) == [(20, "CG407")]
