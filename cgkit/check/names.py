@@ -94,9 +94,7 @@ def dotted(node: ast.expr) -> list[str] | None:
 
 
 def bound_values(body: list[ast.stmt], name: str) -> list[ast.expr]:
-    """What the plain assignments ``name = value`` (or annotated, ``name: Final[dict] = value``) among
-    ``body``'s statements bind, in order."""
+    """What the plain assignments ``name = value`` among ``body``'s statements bind, in order (annotated
+    ones, ``name: Final[dict] = value``, are read as assignments when a file is parsed)."""
     return [stmt.value for stmt in body
-            if (type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == name for t in stmt.targets))
-            or (type(stmt) is ast.AnnAssign and stmt.value is not None and type(stmt.target) is ast.Name
-                and stmt.target.id == name)]
+            if type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == name for t in stmt.targets)]

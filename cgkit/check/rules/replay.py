@@ -1935,10 +1935,9 @@ def compiled_output_kept(region, ctx):
         if kept_directly:
             yield found(stmt, module=facts.module, what=text_of(call.node.func) + "(...)", detail=kept_directly)
             continue
-        if type(stmt) not in (ast.Assign, ast.AnnAssign) or stmt.value is not call.node:
+        if type(stmt) is not ast.Assign or stmt.value is not call.node:
             continue
-        targets = stmt.targets if type(stmt) is ast.Assign else [stmt.target]  # ``dec: Decision = model(w)``
-        names = [t.id for t in _flat_targets(targets) if type(t) is ast.Name]
+        names = [t.id for t in _flat_targets(stmt.targets) if type(t) is ast.Name]
         names = [n for n in names if not _host_value_returned(region, ctx, stmt, n)]
         if not names:
             continue
@@ -1976,8 +1975,7 @@ def _host_inputs_only(facts, call) -> bool:
 def _host_value_returned(region, ctx, stmt, name: str) -> bool:
     """``whole, stamp = decode(x)`` where every compiled root returns ``(whole * 100, time.time())``:
     ``stamp`` receives a host value, which no graph holds."""
-    targets = stmt.targets if type(stmt) is ast.Assign else [stmt.target]
-    target = targets[0] if len(targets) == 1 else None
+    target = stmt.targets[0] if len(stmt.targets) == 1 else None
     if type(target) is not ast.Tuple or not region.roots:
         return False
     position = next((i for i, t in enumerate(target.elts) if type(t) is ast.Name and t.id == name), None)
