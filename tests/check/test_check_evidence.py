@@ -6764,3 +6764,32 @@ def test_annotated_assignments_in_code_are_read_as_assignments():
             return gallery
     """
     assert _codes(source, select=["CG407"]) == [(20, "CG407")]
+
+
+def test_a_runner_method_giving_the_captured_models_parameters_new_storage():
+    source = """
+        import torch
+
+        class Sampler:
+            def __init__(self, model):
+                self.model = model
+                self.x = torch.zeros(4, 8, device="cuda")
+
+            def build(self):
+                self.graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self.graph):
+                    self.out = self.model(self.x)
+
+            def reload(self, state):
+                for name, p in self.model.named_parameters():
+                    p.data = state[name].cuda()
+
+            def reload_in_place(self, state):
+                for name, p in self.model.named_parameters():
+                    p.data.copy_(state[name])
+
+            def sample(self):
+                self.graph.replay()
+                return self.out.clone()
+    """
+    assert _codes(source, select=["CG405"]) == [(15, "CG405")]

@@ -1270,6 +1270,33 @@ def runner_input_replaced_from_outside(region, ctx):
 
 
 @RULES.also("CG405", Region())
+def runner_parameters_replaced(region, ctx):
+    """A runner's method that gives the parameters of the model its capture runs new storage (``for n, p in
+    self.model.named_parameters(): p.data = state[n].cuda()``) while the graph goes on replaying: the replays
+    keep reading the old storage. ``p.data.copy_(...)`` or ``load_state_dict`` write in place."""
+    if region.klass != "manual":
+        return
+    around = near.around(region, ctx)
+    if around is None or around.facts.self_name is None or around.facts.cls is None or region.scope is None:
+        return
+    cls = around.facts.cls
+    models = set()  # ``self.model`` read by the capture, there or in the runner's methods it runs
+    for facts, (lo, hi), _chain in region.reached:
+        if facts.cls is cls:
+            models |= {f"{facts.self_name}.{n.attr}" for n in facts.self_loads if lo <= n.lineno <= hi}
+    if not any(facts.cls is cls for facts, _spans in near.replay_sites(region, ctx)):
+        return  # no method replays the graph: nothing runs between replays
+    for name, node in cls.methods.items():
+        facts = facts_of(ctx.project, FuncRef(cls.module, node, cls, name))
+        if name == region.scope.name or name in near.CONSTRUCTION or ctx.captures_in(facts.fref):
+            continue
+        for owner, attr, stmt in facts.attr_stores:
+            if attr == "data" and _iterates_parameters(facts, owner.id, models):
+                yield found(stmt, module=facts.module, what=f"{owner.id}.data", line=region.line,
+                            how=f"replaced by `{cls.name}.{name}()` while the graph goes on replaying")
+
+
+@RULES.also("CG405", Region())
 def decorated_method_input_replaced(region, ctx):
     """A method a decorator captures on its first call and replays after (``@graphed_once def
     predict(self)``) reads a tensor of its object that another method replaces (``update_obs``:
