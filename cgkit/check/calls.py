@@ -49,7 +49,7 @@ def resolve_call(facts, call, names: dict[str, str] | None = None) -> list[FuncR
         if name in facts.params and not any(s.name == name for s in facts.stores):
             return _modules_of_file(facts)  # ``model(x)`` of an untyped parameter
         if held_by_self(func, facts) and facts.kind_of_name(name) is None:  # ``for cb in self.hooks: cb(x)``
-            return _methods_listed(facts, name) or _callable_objects_of_file(facts, call.node)
+            return _methods_listed(facts, name, call.node.lineno) or _callable_objects_of_file(facts, call.node)
         dispatched = _getattr_stored(facts, name)
         if dispatched is not None:  # ``fn = getattr(cb, hook, None)`` ... ``fn(self)``
             return _getattr_targets(facts, dispatched, names)
@@ -73,16 +73,18 @@ def resolve_call(facts, call, names: dict[str, str] | None = None) -> list[FuncR
         return _getattr_targets(facts, func, names)
     if t is ast.Subscript:
         targets = kind_targets(facts.infer(func), facts, project)
-        return targets or registry_entries(facts, func.value)
+        return targets or registry_entries(facts, func.value, func.slice)
     if t is ast.Call:
         return kind_targets(facts.infer(func), facts, project)
     return []
 
 
-def _methods_listed(facts, name: str) -> list[FuncRef]:
+def _methods_listed(facts, name: str, line: int) -> list[FuncRef]:
     """``for h in self.hooks: h(x)`` where the class fills ``self.hooks`` with its own methods
-    (``self.hooks = [self._log_scale]``, ``self.hooks.append(self._clip)``): those methods."""
-    loops = [s for s in facts.stores if s.name == name and s.loop_target]
+    (``self.hooks = [self._log_scale]``, ``self.hooks.append(self._clip)``): those methods (of the loop
+    around the call: another loop may reuse the name for another list)."""
+    loops = [s for s in facts.stores if s.name == name and s.loop_target
+             and s.node.lineno <= line <= s.node.end_lineno][-1:]
     iterated = [_iterated_attr(getattr(s.node, "iter", None)) for s in loops]
     if facts.cls is None or not iterated or any(i is None or not is_self_attr(i, facts.self_name) for i in iterated):
         return []
@@ -111,13 +113,14 @@ def _iterated_attr(node):
     return node if type(node) is ast.Attribute else None
 
 
-def registry_entries(facts, table) -> list[FuncRef]:
-    """``TRANSFORMS[name](x)``: the functions a dispatch table of the file holds, whichever key is looked
-    up. The table is a module-level dict (``TRANSFORMS = {"a": fa, "b": fb}``, or filled by
-    ``TRANSFORMS[key] = fn`` where ``fn`` names a function, or by a registering decorator:
-    ``@feature("a") def fa(...)`` with ``def feature(name): def deco(fn): FEATURES[name] = fn``), or a dict
-    the object holds (``self.stages = {"detect": self._detect, ...}``)."""
+def registry_entries(facts, table, key=None) -> list[FuncRef]:
+    """``TRANSFORMS[name](x)``: the functions a dispatch table of the file holds (the one entry when the key
+    is a string written in the call, ``ACTIVATIONS["gelu"](x)``; every entry otherwise). The table is a
+    module-level dict (``TRANSFORMS = {"a": fa, "b": fb}``, or filled by ``TRANSFORMS[key] = fn`` where ``fn``
+    names a function, or by a registering decorator: ``@feature("a") def fa(...)`` with ``def feature(name):
+    def deco(fn): FEATURES[name] = fn``), or a dict the object holds (``self.stages = {"detect": self._detect}``)."""
     module, project = facts.module, facts.project
+    wanted = key.value if type(key) is ast.Constant and isinstance(key.value, str) else None
     if type(table) is ast.Attribute and type(table.value) is ast.Name and table.value.id == facts.self_name \
             and facts.cls is not None:
         out = []
@@ -125,7 +128,9 @@ def registry_entries(facts, table) -> list[FuncRef]:
             if type(node) is ast.Assign and type(node.value) is ast.Dict and any(
                     type(t) is ast.Attribute and t.attr == table.attr and type(t.value) is ast.Name
                     and t.value.id == facts.self_name for t in node.targets):
-                for value in node.value.values:
+                for k, value in zip(node.value.keys, node.value.values, strict=True):
+                    if wanted is not None and type(k) is ast.Constant and k.value != wanted:
+                        continue
                     if type(value) is ast.Attribute and type(value.value) is ast.Name and value.value.id == facts.self_name:
                         method = facts.cls.find_method(value.attr, project)
                         if method is not None and method not in out:
@@ -133,45 +138,58 @@ def registry_entries(facts, table) -> list[FuncRef]:
         return out
     if type(table) is not ast.Name or table.id in facts.params or any(s.name == table.id for s in facts.stores):
         return []
-    name = table.id
-    held: list[str] = []  # names of the functions put in the table
-    registrars: list[str] = []  # decorator factories that put the function they decorate in it
-    for stmt in module.tree.body:
-        if type(stmt) is ast.Assign and type(stmt.value) is ast.Dict and any(
-                type(t) is ast.Name and t.id == name for t in stmt.targets):
-            held += [v.id for v in stmt.value.values if type(v) is ast.Name]
-    for node in ast.walk(module.tree):
-        if type(node) is not ast.Assign or not any(
-                type(t) is ast.Subscript and type(t.value) is ast.Name and t.value.id == name for t in node.targets):
-            continue
-        if type(node.value) is ast.Name:
-            held.append(node.value.id)
-            registrar = _registering_decorator(module, node)
-            if registrar is not None:
-                registrars.append(registrar)
-    for fname, fn in module.defs.items():
-        for deco in fn.decorator_list:
-            called = deco.func if type(deco) is ast.Call else deco
-            if type(called) is ast.Name and called.id in registrars:
-                held.append(fname)
+    entries = _module_registries(module).get(table.id, {})
+    if wanted is not None and wanted in entries:
+        names = entries[wanted] + entries.get(None, [])
+    else:
+        names = [n for held in entries.values() for n in held]
     out = []
-    for fname in held:
-        if fname in module.defs:
-            ref = FuncRef(module, module.defs[fname], None, fname)
-            if ref not in out:
-                out.append(ref)
+    for fname in names:
+        ref = FuncRef(module, module.defs[fname], None, fname)
+        if ref not in out:
+            out.append(ref)
     return out
 
 
-def _registering_decorator(module, store: ast.Assign) -> str | None:
-    """The module-level function whose nested decorator stores the function it is given in a table:
-    ``def feature(name): def deco(fn): FEATURES[name] = fn; return fn`` -> ``feature``."""
+def _module_registries(module) -> dict:
+    """{table: {key (None when not written as a string): [names of the file's functions it holds]}} for the
+    module-level dispatch tables of a file, found once per file."""
+    if module.registries is not None:
+        return module.registries
+    tables: dict = {}
+
+    def hold(table: str, key, fname: str) -> None:
+        if fname in module.defs:
+            tables.setdefault(table, {}).setdefault(key if isinstance(key, str) else None, []).append(fname)
+
+    for stmt in module.tree.body:  # ``TRANSFORMS = {"a": fa, ...}``
+        if type(stmt) is ast.Assign and type(stmt.value) is ast.Dict:
+            for target in (t for t in stmt.targets if type(t) is ast.Name):
+                for k, v in zip(stmt.value.keys, stmt.value.values, strict=True):
+                    if type(v) is ast.Name:
+                        hold(target.id, k.value if type(k) is ast.Constant else None, v.id)
+    registrars: dict = {}  # decorator factory -> tables its inner decorator fills with the function it is given
     for fname, fn in module.defs.items():
-        for inner in (n for n in ast.walk(fn) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for inner in (n for n in ast.walk(fn) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n is not fn):
             params = {a.arg for a in inner.args.args}
-            if store in inner.body and type(store.value) is ast.Name and store.value.id in params:
-                return fname if inner is not fn else None
-    return None
+            for stmt in inner.body:
+                if type(stmt) is ast.Assign and type(stmt.value) is ast.Name and stmt.value.id in params:
+                    for t in stmt.targets:
+                        if type(t) is ast.Subscript and type(t.value) is ast.Name:
+                            registrars.setdefault(fname, set()).add(t.value.id)
+    for node in ast.walk(module.tree):  # ``OPS["relu"] = relu``
+        if type(node) is ast.Assign and type(node.value) is ast.Name:
+            for t in node.targets:
+                if type(t) is ast.Subscript and type(t.value) is ast.Name:
+                    hold(t.value.id, t.slice.value if type(t.slice) is ast.Constant else None, node.value.id)
+    for fname, fn in module.defs.items():  # ``@feature("floor_ratio") def floor_ratio(...)``
+        for deco in fn.decorator_list:
+            called = deco.func if type(deco) is ast.Call else deco
+            key = deco.args[0].value if type(deco) is ast.Call and deco.args and type(deco.args[0]) is ast.Constant else None
+            for table in registrars.get(called.id, ()) if type(called) is ast.Name else ():
+                hold(table, key, fname)
+    module.registries = tables
+    return tables
 
 
 def _callables_named(facts, name: str, line: int) -> list[FuncRef]:
@@ -219,8 +237,11 @@ def _method_targets(facts, value, attr: str, recv, qual) -> list[FuncRef]:
         if owner[0] == "inst":
             if attr in ("cuda", "to", "train", "eval", "half", "float", "zero_grad", "parameters"):
                 return []
-            method = owner[1].find_method(attr, project)  # and the overrides of its subclasses in its file
-            return [method, *project.overrides(owner[1], attr)] if method is not None else []
+            method = owner[1].find_method(attr, project)
+            if method is None:
+                return []
+            # ``Sub() if flag else Base()``: either class's method
+            return [method, *project.overrides(owner[1], attr)] if owner[2:] == ("or a subclass",) else [method]
         return []
     if qual is not None:
         target = project.lookup(qual)
@@ -407,7 +428,7 @@ def _decorator_wrappers(fref: FuncRef) -> list[FuncRef]:
 
 
 def _properties_read(facts, lo: int, hi: int) -> list[tuple[FuncRef, int]]:
-    """The getters of properties (``@property``, ``@functools.cached_property``) that the lines ``lo``..``hi``
+    """The getters of properties (``@property``) that the lines ``lo``..``hi``
     read: on ``self``, or on an object of one of the project's classes (``self.wind.drift``), with the line
     of the first read."""
     out: dict = {}
@@ -428,8 +449,8 @@ def _properties_read(facts, lo: int, hi: int) -> list[tuple[FuncRef, int]]:
 
 
 def _names_property(decorator) -> bool:
-    return (type(decorator) is ast.Name and decorator.id in ("property", "cached_property")) or (
-        type(decorator) is ast.Attribute and decorator.attr == "cached_property")
+    """``@property``: its getter runs on every read. (A ``cached_property`` runs once, in the warm-up.)"""
+    return type(decorator) is ast.Name and decorator.id == "property"
 
 
 def _is_apply(call) -> bool:

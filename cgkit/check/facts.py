@@ -347,9 +347,11 @@ class Facts:
         if t is ast.IfExp:
             body, orelse = self.infer(e.body, _depth + 1), self.infer(e.orelse, _depth + 1)
             if type(body) is tuple and type(orelse) is tuple and body[0] == orelse[0] == "inst":
-                # ``SoftGate() if robust else Gate()``: the base class (whose methods' overrides are followed too)
-                if orelse[1] in body[1].mro(self.project):
-                    return orelse
+                # ``SoftGate() if robust else Gate()``: the base class, or one of its subclasses (whose
+                # overrides a method call then reaches too)
+                for base, other in ((orelse, body), (body, orelse)):
+                    if base[1] in other[1].mro(self.project):
+                        return ("inst", base[1], "or a subclass")
             return body or orelse
         if t is ast.NamedExpr:
             return self.infer(e.value, _depth + 1)

@@ -162,6 +162,7 @@ class ModuleIndex:
         self._lines: list[str] | None = None
         self._mutable_globals: dict[str, int] | None = None
         self.number_options: frozenset[str] | None = None  # command-line options parsed as numbers (around.py)
+        self.registries: dict | None = None  # its module-level dispatch tables (calls.py)
         stack = [tree.body]
         while stack:
             for stmt in stack.pop():

@@ -319,6 +319,11 @@ def _list_field(facts, value) -> bool:
     owner = facts.infer(value.value)
     if type(owner) is not tuple or owner[0] != "inst":
         return False
+    for method in owner[1].methods.values():  # ``self.channels = torch.tensor(self.channels, device=...)``
+        for node in ast.walk(method):
+            if type(node) is ast.Assign and not _is_list(node.value) and any(
+                    type(t) is ast.Attribute and t.attr == value.attr for t in node.targets):
+                return False
     for stmt in owner[1].node.body:
         if type(stmt) is ast.AnnAssign and type(stmt.target) is ast.Name and stmt.target.id == value.attr:
             annotation = stmt.annotation.value if type(stmt.annotation) is ast.Subscript else stmt.annotation

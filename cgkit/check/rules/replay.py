@@ -1286,14 +1286,35 @@ def runner_parameters_replaced(region, ctx):
             models |= {f"{facts.self_name}.{n.attr}" for n in facts.self_loads if lo <= n.lineno <= hi}
     if not any(facts.cls is cls for facts, _spans in near.replay_sites(region, ctx)):
         return  # no method replays the graph: nothing runs between replays
-    for name, node in cls.methods.items():
-        facts = facts_of(ctx.project, FuncRef(cls.module, node, cls, name))
-        if name == region.scope.name or name in near.CONSTRUCTION or ctx.captures_in(facts.fref):
+    methods = {name: facts_of(ctx.project, FuncRef(cls.module, node, cls, name)) for name, node in cls.methods.items()}
+    setup = {c.meth for name in near.CONSTRUCTION if name in methods  # what the constructor runs, before any capture
+             for c in methods[name].calls if is_self_attr(c.node.func, methods[name].self_name)}
+    for name, facts in methods.items():
+        if name == region.scope.name or name in near.CONSTRUCTION or name in setup or ctx.captures_in(facts.fref):
+            continue
+        after = near.lines_after_capture(facts.fref, region, ctx)  # None: it does not run while the graph is in use
+        if after is not None and not _called_after_capture(facts.fref, region, ctx):
             continue
         for owner, attr, stmt in facts.attr_stores:
-            if attr == "data" and _iterates_parameters(facts, owner.id, models):
+            if attr == "data" and after is not None and stmt.lineno > after and _iterates_parameters(facts, owner.id, models):
                 yield found(stmt, module=facts.module, what=f"{owner.id}.data", line=region.line,
                             how=f"replaced by `{cls.name}.{name}()` while the graph goes on replaying")
+
+
+def _called_after_capture(fref, region, ctx) -> bool:
+    """A method that nothing in view calls (an entry point, run whenever), or one called in a loop or below
+    a call of the capturing method (``runner.capture()`` then ``runner.reload(state)``); not one called only
+    above the capture (``runner.use_ema_weights()`` then ``runner.capture()``)."""
+    sites = list(callers.call_sites(ctx.project, fref.name, fref))
+    if not sites:
+        return True
+    capture = region.scope.name
+    for caller, call in sites:
+        facts = facts_of(ctx.project, caller)
+        if any(lp.lineno <= call.lineno <= lp.end_lineno for lp in facts.loops) or any(
+                c.meth == capture and c.node.lineno < call.lineno for c in facts.calls):
+            return True
+    return False
 
 
 @RULES.also("CG405", Region())

@@ -108,7 +108,9 @@ def _caching_autocast_helper(facts, expr, what, ctx):
     call = next((c for c in facts.calls if c.node is expr), None) if type(expr) is ast.Call else None
     for target in ctx.resolve(facts, call) if call is not None else ():
         tf = facts_of(ctx.project, target)
-        entered = [item.context_expr for w in tf.withs for item in w.items]
+        # a ``@contextmanager``: the ``with`` around its ``yield`` (one that ends before it wraps no capture)
+        entered = [item.context_expr for w in tf.withs if any(type(n) in (ast.Yield, ast.YieldFrom) for n in ast.walk(w))
+                   for item in w.items]
         returned = [r.value for r in ast.walk(target.node) if type(r) is ast.Return and r.value is not None]
         for node in (*entered, *returned):
             yield from _caching_autocast_call(tf, node, f"{what} (through `{text_of(expr.func)}()`)", target.module)
@@ -1505,11 +1507,18 @@ def _recaptures_on_change(fref, call, graph_attr: str) -> bool:
     fn = fref.node
     replays = any(type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr == "replay"
                   and type(n.func.value) is ast.Attribute and n.func.value.attr == graph_attr for n in ast.walk(fn))
-    if not replays:
+    renewed = any((type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr == "reset"
+                   and type(n.func.value) is ast.Attribute and n.func.value.attr == graph_attr)
+                  or (type(n) is ast.Assign and any(type(t) is ast.Attribute and t.attr == graph_attr for t in n.targets))
+                  for n in ast.walk(fn))  # ``self.graph.reset()`` or a new graph before capturing again
+    if not replays or renewed:
         return False
-    tests = [n.test for n in ast.walk(fn) if type(n) is ast.If and n.lineno < call.lineno <= n.end_lineno
+    tests = [n for n in ast.walk(fn) if type(n) is ast.If and n.lineno < call.lineno <= n.end_lineno
              and _within(call, n.body)]
-    return any(_changed_shape_test(part) for test in tests
+    if not tests:
+        return False
+    test = max(tests, key=lambda n: n.lineno).test  # the test right around the call (an inner ``if not captured``)
+    return any(_changed_shape_test(part)
                for part in (test.values if type(test) is ast.BoolOp and type(test.op) is ast.Or else [test]))
 
 
