@@ -26,6 +26,7 @@ from cgkit.check.regions import (
 
 MAX_DEPTH = 12
 _CAPTURING = re.compile(r"capture_begin|CUDAGraph|\.graph\(|make_graphed_callables|compile\(")
+_CAPTURE_GUARD = re.compile(r"is_current_stream_capturing|is_graph_capturing")
 CANDIDATE_DEPTH = 3  # candidates (no capture in view, info only): their own code and a few calls down
 
 
@@ -414,8 +415,11 @@ def _decorator_wrappers(fref: FuncRef) -> list[FuncRef]:
     for deco in node.decorator_list:
         called = deco.func if type(deco) is ast.Call else deco
         decorator = module.defs.get(called.id) if type(called) is ast.Name else None
-        if decorator is None or _CAPTURING.search(ast.get_source_segment(module.text, decorator) or ""):
-            continue  # a decorator that captures or compiles what it wraps makes a region of its own
+        text = (ast.get_source_segment(module.text, decorator) or "") if decorator is not None else ""
+        if decorator is None or _CAPTURING.search(text) or _CAPTURE_GUARD.search(text):
+            continue  # a decorator that captures or compiles what it wraps makes a region of its own; one that
+            # asks whether a capture is under way (``if torch.cuda.is_current_stream_capturing(): return fn(...)``)
+            # keeps its own code out of it
         for outer in (n for n in ast.walk(decorator) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)):
             returned = {r.value.id for r in outer.body if type(r) is ast.Return and type(r.value) is ast.Name}
             for inner in outer.body:

@@ -42,8 +42,8 @@ def _manual(region) -> bool:
         compile=None,
         what="Checks for `torch.autocast` without `cache_enabled=False` around a manual capture or a "
         "`make_graphed_callables` call, also where a helper enters it (`with self._precision():`, a "
-        "`@contextmanager` that enters `torch.autocast`, or a method that returns one); reported at the "
-        "autocast's own line.",
+        "`@contextmanager` that enters `torch.autocast` around its `yield`, or a method that returns one); reported at "
+        "the autocast's own line. `enabled=False` is no autocast and is not reported.",
         why="Autocast caches the low-precision copies of weights it makes inside its context. Around a "
         "capture, casts made before capture are reused by the graph instead of being recorded, so "
         "after the optimizer updates the weights replays keep using stale copies. "
@@ -120,7 +120,8 @@ def _caching_autocast_call(facts, expr, what, module):
     """``torch.autocast(...)`` without ``cache_enabled=False``, in a ``with`` or as a decorator."""
     if type(expr) is ast.Call and facts.qual(expr.func) in _AUTOCAST:
         flag = next((kw.value for kw in expr.keywords if kw.arg == "cache_enabled"), None)
-        if not is_false(flag):
+        enabled = next((kw.value for kw in expr.keywords if kw.arg == "enabled"), None)
+        if not is_false(flag) and not is_false(enabled):  # ``enabled=False``: no autocast, no cache
             yield found(expr, module=module, what=what)
 
 
@@ -315,8 +316,9 @@ def _hooks_put_by_helper(facts, call, ctx):
     (``def install(self, module): module.register_forward_pre_hook(...)`` called as
     ``probe.install(model.layers[0])``): ``(module, hook call, receiver as the caller names it)``."""
     for target in ctx.resolve(facts, call):
-        if type(target.node) is ast.Module or "register_" not in source_of(target):
-            continue
+        text = source_of(target) if type(target.node) is not ast.Module else ""
+        if "register_" not in text or ".remove()" in text:
+            continue  # (a helper that takes its hook off again before it returns leaves none behind)
         params = target.positional_params
         for node in ast.walk(target.node):
             if type(node) is not ast.Call or type(node.func) is not ast.Attribute or node.func.attr not in _HOOK_METHODS:
