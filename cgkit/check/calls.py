@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from cgkit.check.callers import argument_for, source_of
 from cgkit.check.facts import argument_kinds, attr_kind, facts_of, held_by_self, is_self_attr
+from cgkit.check.names import dotted
 from cgkit.check.project import ClassIndex, FuncRef
 from cgkit.check.regions import (
     LIBRARY_METHOD_NAMES,
@@ -371,9 +372,12 @@ def walk(region, project, scan, emit) -> list:
         facts = facts_of(project, fref)
         lo, hi = span if span is not None else (0, 1 << 30)
         reached.append((facts, (lo, hi), chain))
+        # (a block that holds the capture itself, ``if self.graph is None: ... capture``, is the region's own code)
+        lazy = [(first, last) for first, last in _lazy_blocks(facts) if not (span is not None and first <= lo <= last)]
         for hazard in facts.hazards(scan):
             line = getattr(hazard.node, "lineno", 0)
-            if lo <= line <= hi and (hazard.on_input is None or inputs is ALL_INPUTS or hazard.on_input in inputs):
+            if lo <= line <= hi and (hazard.on_input is None or inputs is ALL_INPUTS or hazard.on_input in inputs) \
+                    and not any(first <= line <= last for first, last in lazy):
                 emit(hazard, facts, chain)
         if len(chain) >= (CANDIDATE_DEPTH if region.klass == "candidate" else MAX_DEPTH):
             continue
@@ -400,6 +404,39 @@ def walk(region, project, scan, emit) -> list:
                 queue.append(_Visit(target, None, [*chain, _step(target, line)],
                                     _inputs_passed(call.node, target, inputs, facts), passed_names))
     return reached
+
+
+def _lazy_blocks(facts) -> list[tuple[int, int]]:
+    """The lines of ``if self._mask is None: self._mask = ...`` (or ``if not hasattr(self, "_mask")``) blocks that
+    build a value once and keep it: the first call (a warm-up, or the call a compile traces) runs them; a capture
+    after it, or the next call, finds the value built and skips them."""
+    out = []
+    for node in ast.walk(facts.fref.node):
+        if type(node) is not ast.If or node.orelse:
+            continue
+        kept = _tested_unbuilt(node.test)
+        if kept is not None and any(type(stmt) is ast.Assign and any(_text_of(t) == kept for t in stmt.targets)
+                                    for stmt in node.body):
+            out.append((node.body[0].lineno, node.body[-1].end_lineno))
+    return out
+
+
+def _tested_unbuilt(test) -> str | None:
+    """``self._mask is None`` / ``not hasattr(self, "_mask")`` -> ``self._mask``."""
+    if type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.Is \
+            and type(test.comparators[0]) is ast.Constant and test.comparators[0].value is None \
+            and type(test.left) is ast.Attribute:
+        return _text_of(test.left)
+    if type(test) is ast.UnaryOp and type(test.op) is ast.Not and type(test.operand) is ast.Call \
+            and type(test.operand.func) is ast.Name and test.operand.func.id == "hasattr" and len(test.operand.args) == 2 \
+            and type(test.operand.args[0]) is ast.Name and type(test.operand.args[1]) is ast.Constant:
+        return f"{test.operand.args[0].id}.{test.operand.args[1].value}"
+    return None
+
+
+def _text_of(node) -> str | None:
+    parts = dotted(node) if type(node) in (ast.Name, ast.Attribute) else None
+    return ".".join(parts) if parts else None
 
 
 def _decorator_wrappers(fref: FuncRef) -> list[FuncRef]:

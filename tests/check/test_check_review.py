@@ -28,7 +28,14 @@ QUIET = {
     "hook_helper2.py": "CG503",  # the helper removes its hook before it returns
     "autocast_disabled.py": "CG501",  # ``enabled=False``: no autocast, no cache
     "autocast_disabled_direct.py": "CG501",
+    "lazy_prop.py": "CG301",  # ``if self._mask is None: self._mask = torch.tensor(...)``: built in the warm-up
+    "lazy_direct.py": "CG301",
 }
+
+
+def test_a_lazily_built_value_in_a_cold_capture_is_reported_as_the_missing_warm_up():
+    result = check_paths([str(FIXTURES / "lazy_cold.py")], use_config=False)
+    assert [f.code for f in result.findings if f.severity in ("error", "warning")] == ["CG508"]
 
 
 @pytest.mark.parametrize("name", sorted(QUIET))
