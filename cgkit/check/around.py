@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from cgkit.check.callers import call_sites, functions_of, seed_from_callers, source_of
 from cgkit.check.facts import facts_of, held_by_self, is_tensor
 from cgkit.check.names import bound_values, dotted
+from cgkit.check.names import dotted_text as _text
 from cgkit.check.project import FUNC_TYPES, ClassIndex, FuncRef
 
 _LOOPS = (ast.For, ast.While, ast.AsyncFor)
@@ -734,15 +735,19 @@ def _handed_to_runner(facts, name: str, stmt, region) -> bool:
         if store.node.lineno >= stmt.lineno or type(value) is not ast.Call:
             continue
         # ``Trainer(cfg)``, or ``Reranker(Pipeline(names, cfg))``: the capturing class built with it
-        builds = [c for c in ast.walk(value) if type(c) is ast.Call and any(
-            type(a) is ast.Name and a.id == name for a in [*c.args, *(k.value for k in c.keywords)])]
-        kinds = [facts.infer(c) for c in builds]
+        kinds = [facts.infer(c) for c in _calls_given(value, name)]
         if any(type(k) is tuple and k[0] == "inst" and scope.cls in k[1].mro(facts.project) for k in kinds) and any(
                 type(c.node.func) is ast.Attribute and type(c.node.func.value) is ast.Name
                 and c.node.func.value.id == store.name and any(lp.lineno <= c.node.lineno <= lp.end_lineno for lp in loops)
                 for c in facts.calls):
             return True
     return False
+
+
+def _calls_given(value, name: str) -> list[ast.Call]:
+    """The calls in ``value`` that are handed the name ``name`` as an argument."""
+    return [c for c in ast.walk(value) if type(c) is ast.Call and any(
+        type(a) is ast.Name and a.id == name for a in [*c.args, *(k.value for k in c.keywords)])]
 
 
 def _handed_to_compiled_model(facts, name: str, stmt, region) -> bool:
@@ -756,9 +761,7 @@ def _handed_to_compiled_model(facts, name: str, stmt, region) -> bool:
         value = getattr(store.node, "value", None)
         if store.node.lineno >= stmt.lineno or type(value) is not ast.Call:
             continue
-        builds = [c for c in ast.walk(value) if type(c) is ast.Call and any(
-            type(a) is ast.Name and a.id == name for a in [*c.args, *(k.value for k in c.keywords)])]
-        for c in builds:
+        for c in _calls_given(value, name):
             kind = facts.infer(c)
             if type(kind) is tuple and kind[0] == "inst" and any(cls in kind[1].mro(facts.project) for cls in classes):
                 return True
@@ -1670,11 +1673,6 @@ def tensor_lr(optimizer_kind) -> bool:
             parts = dotted(kw.value.func)
             return bool(parts) and parts[-1] in ("tensor", "full", "as_tensor", "ones", "zeros")
     return False
-
-
-def _text(node) -> str | None:
-    parts = dotted(node)
-    return ".".join(parts) if parts else None
 
 
 __all__ = [

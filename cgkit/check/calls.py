@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from cgkit.check.callers import argument_for, source_of
 from cgkit.check.facts import argument_kinds, attr_kind, facts_of, held_by_self, is_self_attr
-from cgkit.check.names import dotted
+from cgkit.check.names import dotted_text
 from cgkit.check.project import ClassIndex, FuncRef
 from cgkit.check.regions import (
     LIBRARY_METHOD_NAMES,
@@ -415,7 +415,7 @@ def _lazy_blocks(facts) -> list[tuple[int, int]]:
         if type(node) is not ast.If or node.orelse:
             continue
         kept = _tested_unbuilt(node.test)
-        if kept is not None and any(type(stmt) is ast.Assign and any(_text_of(t) == kept for t in stmt.targets)
+        if kept is not None and any(type(stmt) is ast.Assign and any(dotted_text(t) == kept for t in stmt.targets)
                                     for stmt in node.body):
             out.append((node.body[0].lineno, node.body[-1].end_lineno))
     return out
@@ -426,17 +426,12 @@ def _tested_unbuilt(test) -> str | None:
     if type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.Is \
             and type(test.comparators[0]) is ast.Constant and test.comparators[0].value is None \
             and type(test.left) is ast.Attribute:
-        return _text_of(test.left)
+        return dotted_text(test.left)
     if type(test) is ast.UnaryOp and type(test.op) is ast.Not and type(test.operand) is ast.Call \
             and type(test.operand.func) is ast.Name and test.operand.func.id == "hasattr" and len(test.operand.args) == 2 \
             and type(test.operand.args[0]) is ast.Name and type(test.operand.args[1]) is ast.Constant:
         return f"{test.operand.args[0].id}.{test.operand.args[1].value}"
     return None
-
-
-def _text_of(node) -> str | None:
-    parts = dotted(node) if type(node) in (ast.Name, ast.Attribute) else None
-    return ".".join(parts) if parts else None
 
 
 def _decorator_wrappers(fref: FuncRef) -> list[FuncRef]:

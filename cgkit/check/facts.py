@@ -738,9 +738,8 @@ def _h_assign(f: Facts, n) -> None:
 
 
 def _h_annassign(f: Facts, n) -> None:
-    inferred = f.infer(n.value) if n.value is not None else None
-    # ``mean: Tensor = torch.tensor([...])``: the value says where the tensor is (CPU); the annotation only that it is one
-    kind = inferred if is_tensor(inferred) or not _is_tensor_annotation(n.annotation) else TENSOR
+    # (annotated assignments with a value in code are read as assignments when the file is parsed: engine.py)
+    kind = TENSOR if _is_tensor_annotation(n.annotation) else (f.infer(n.value) if n.value is not None else None)
     if n.value is not None or kind is not None:
         f._store_target(n.target, kind, n)
 

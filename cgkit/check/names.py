@@ -93,6 +93,12 @@ def dotted(node: ast.expr) -> list[str] | None:
     return parts
 
 
+def dotted_text(node) -> str | None:
+    """``self.graphs`` for a plain dotted name; None for anything else."""
+    parts = dotted(node)
+    return ".".join(parts) if parts else None
+
+
 def bound_values(body: list[ast.stmt], name: str) -> list[ast.expr]:
     """What the plain assignments ``name = value`` among ``body``'s statements bind, in order (annotated
     ones, ``name: Final[dict] = value``, are read as assignments when a file is parsed)."""

@@ -219,7 +219,8 @@ def _args_text(node: ast.Call) -> str:
         compile_message="indexing a GPU tensor with {what}: the index copy is not captured",
         fix="Build the index as a GPU tensor once, before capture, and index with it.",
         what="Checks for indexing a GPU tensor with a Python list (a literal, or a name or attribute only ever "
-        "bound to lists) or a CPU tensor inside a captured region, also as one part of a multi-dimensional index.",
+        "bound to lists, also a field a settings class declares a list: `montage: list = field(...)`) or a CPU "
+        "tensor inside a captured region, also as one part of a multi-dimensional index.",
         why="Advanced indexing needs the index on the device, so a list or CPU index tensor is copied "
         "to the GPU from pageable memory on every call. " + _COPY_NOTE,
         example=code("""

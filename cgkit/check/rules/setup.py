@@ -708,7 +708,7 @@ def weight_caching_without_first_microbatch(region, ctx):
         return
     project = ctx.project
     sf = facts_of(project, region.scope)
-    returned = _bound_to(sf, region.node) | _assigned_attrs(sf, region.node)
+    returned = _bound_to(sf, region.node) | _kept_on_self(sf, region.node, {None: "<graphed>"})  # ``self.g = mgc(...)``
     in_place = {text_of(t) for t in region.targets if is_callable_module(sf.infer(t), project)}
     in_place |= {text_of(n) for t in region.targets for n in ast.walk(t)  # ``tuple(self.layers) + (self.head,)``
                  if type(n) is ast.Attribute and type(n.value) is ast.Name and n.value.id == sf.self_name}
@@ -776,14 +776,6 @@ def _kept_on_self(facts, call, positions: dict) -> set:
             parts = list(enumerate(target.elts)) if type(target) is ast.Tuple else [(None, target)]
             return {text_of(t) for i, t in parts if i in positions and type(t) is ast.Attribute
                     and type(t.value) is ast.Name and t.value.id == facts.self_name}
-    return set()
-
-
-def _assigned_attrs(facts, call) -> set:
-    """``self.graphed = make_graphed_callables(...)``: the attributes the result is stored in."""
-    for s in facts.self_stores:
-        if getattr(s.stmt, "value", None) is call:
-            return {f"{facts.self_name}.{s.attr}"}
     return set()
 
 
