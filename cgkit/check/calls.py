@@ -447,7 +447,7 @@ def _decorator_wrappers(fref: FuncRef) -> list[FuncRef]:
     for deco in node.decorator_list:
         called = deco.func if type(deco) is ast.Call else deco
         decorator = module.defs.get(called.id) if type(called) is ast.Name else None
-        text = (ast.get_source_segment(module.text, decorator) or "") if decorator is not None else ""
+        text = source_of(FuncRef(module, decorator, None, called.id)) if decorator is not None else ""
         if decorator is None or _CAPTURING.search(text) or _CAPTURE_GUARD.search(text):
             continue  # a decorator that captures or compiles what it wraps makes a region of its own; one that
             # asks whether a capture is under way (``if torch.cuda.is_current_stream_capturing(): return fn(...)``)
